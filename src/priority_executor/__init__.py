@@ -1,0 +1,19 @@
+"""priority-executor: a drop-in ThreadPoolExecutor with priorities, queue deadlines and safe
+cancellation.
+
+    from priority_executor import PriorityThreadPoolExecutor, Priority
+
+    with PriorityThreadPoolExecutor(max_workers=4) as pool:
+        urgent = pool.submit(handle_request, request, priority=Priority.HIGH)
+        batch = pool.submit(reindex, timeout=30.0)  # cancelled if still queued after 30 s
+"""
+
+from __future__ import annotations
+
+from ._executor import PriorityThreadPoolExecutor
+from ._options import PoolView
+from ._policy import Priority
+
+__all__ = ["PoolView", "Priority", "PriorityThreadPoolExecutor", "__version__"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,222 @@
+"""PriorityThreadPoolExecutor: the public class, argument checks and the standard surface.
+
+It subclasses :class:`concurrent.futures.ThreadPoolExecutor` so that ``isinstance`` checks and
+``asyncio``'s ``loop.set_default_executor`` accept it, but it overrides every method that
+touches work and never calls the base class's constructor or private helpers, which differ
+from one Python version to the next. The threads, the queue and the lock live in a
+:class:`~._scheduler.Scheduler`, which the threads share and which holds no reference back to
+the executor, so a pool dropped without ``shutdown()`` is collected and its threads exit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.thread import BrokenThreadPool
+from typing import Any, Callable, Optional, TypeVar
+
+from ._map import map_results
+from ._options import PoolView
+from ._policy import Number, Priority, check_priority, check_timeout, describe
+from ._scheduler import Scheduler
+
+T = TypeVar("T")
+
+
+def _default_max_workers() -> int:
+    # The standard pool's default; 3.13 counts the CPUs this process may use.
+    cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
+    return min(32, (cpu_count() or 1) + 4)
+
+
+class PriorityThreadPoolExecutor(ThreadPoolExecutor):
+    """A drop-in ThreadPoolExecutor with priorities, queue deadlines and prompt cancellation.
+
+    Higher priority runs first; equal priorities run in submission order, across all
+    submitting threads. Every method is safe to call from any thread.
+
+    Args:
+        max_workers: the most threads the pool starts; default ``min(32, cpus + 4)``.
+        thread_name_prefix: threads are named ``f"{prefix}_{i}"``; default
+            ``"PriorityThreadPoolExecutor-N"``.
+        initializer: called with ``initargs`` at the start of each worker thread. If it raises,
+            the pool is broken: pending and later submissions get ``BrokenThreadPool``.
+        initargs: arguments for ``initializer``.
+        clock: the clock of queue deadlines, seconds as a float; default ``time.monotonic``.
+
+    Raises:
+        ValueError: ``max_workers`` is not greater than 0.
+        TypeError: ``initializer`` or ``clock`` is not callable.
+    """
+
+    #: What a broken pool raises; a subclass may change it, as on Python 3.14.
+    BROKEN: type[BrokenThreadPool] = BrokenThreadPool
+
+    _counter = itertools.count().__next__
+
+    def __init__(
+        self,
+        max_workers: Optional[int] = None,
+        thread_name_prefix: str = "",
+        initializer: Optional[Callable[..., object]] = None,
+        initargs: tuple[Any, ...] = (),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # The base class's __init__ is deliberately not called: it builds a queue, a
+        # semaphore and, on 3.14, worker contexts that this class does not use.
+        if max_workers is None:
+            max_workers = _default_max_workers()
+        if max_workers <= 0:
+            raise ValueError("max_workers must be greater than 0")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        if not callable(clock):
+            raise TypeError(f"clock must be callable, got {describe(clock)}")
+        self._max_workers = max_workers
+        self._thread_name_prefix = (
+            thread_name_prefix or f"PriorityThreadPoolExecutor-{self._counter()}"
+        )
+        self._scheduler = Scheduler(
+            max_workers,
+            self._thread_name_prefix,
+            initializer,
+            tuple(initargs),
+            clock,
+            type(self).BROKEN,
+        )
+        # Kept by the scheduler, not by self: a weak reference that dies in the same garbage
+        # cycle as its referent never calls back.
+        self._scheduler.owner = weakref.ref(self, self._scheduler.owner_gone)
+
+    # The standard pool's attributes that tests and libraries read.
+
+    @property
+    def _threads(self) -> set[threading.Thread]:
+        return self._scheduler.threads
+
+    @property
+    def _shutdown(self) -> bool:
+        return self._scheduler.shutdown
+
+    @property
+    def _broken(self) -> Any:
+        return self._scheduler.broken
+
+    def submit(  # type: ignore[override]
+        # PEP 612 allows no keyword between *args and **kwargs, so the standard
+        # ParamSpec signature cannot take ``priority`` and ``timeout``.
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        **kwargs: Any,
+    ) -> Future[T]:
+        """Schedule ``fn(*args, **kwargs)`` and return its Future. Does not block.
+
+        Higher priority runs first; equal priorities run in submission order. ``priority``
+        and ``timeout`` are not passed to ``fn``; use :meth:`options` to give ``fn`` keywords
+        of those names.
+
+        Args:
+            fn: the callable to run in a worker thread.
+            priority: any real number; :class:`Priority` names the usual three.
+            timeout: how long the task may wait in the queue, in seconds on the pool's
+                clock, counted from this call. A task still queued at its deadline is
+                cancelled and never starts, and its waiters wake at once; a task that has
+                started is never interrupted. ``0`` means it may not wait at all: it is
+                cancelled at once. ``None`` means no deadline.
+
+        Raises:
+            TypeError: ``fn`` is not callable, or ``priority`` or ``timeout`` has a wrong type.
+            ValueError: ``priority`` is NaN, or ``timeout`` is negative or NaN.
+            RuntimeError: the pool was shut down, or the interpreter is exiting.
+            BrokenThreadPool: an initializer failed.
+        """
+        return self._submit(fn, args, kwargs, check_priority(priority), check_timeout(timeout))
+
+    def _submit(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: Number,
+        timeout: Optional[float],
+    ) -> Future[T]:
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {describe(fn)}")
+        return self._scheduler.submit(fn, args, kwargs, priority, timeout)
+
+    def options(
+        self, *, priority: Number = Priority.NORMAL, timeout: Optional[float] = None
+    ) -> PoolView:
+        """A view of this pool whose ``submit`` and ``map`` forward every keyword to ``fn``.
+
+        Tasks submitted through the view get this ``priority`` and queue ``timeout`` (as in
+        :meth:`submit`). Hand the view to code that forwards keyword arguments, such as a
+        library that takes an executor, or to ``loop.run_in_executor``. Its ``shutdown()``
+        closes the view, not the pool.
+        """
+        return PoolView(self, check_priority(priority), check_timeout(timeout))
+
+    def map(  # type: ignore[override]
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: Optional[float] = None,
+        chunksize: int = 1,
+        buffersize: Optional[int] = None,
+        priority: Number = Priority.NORMAL,
+    ) -> Iterator[T]:
+        """``Executor.map`` with every call at ``priority``; the 3.14 semantics on every Python.
+
+        Without ``buffersize`` every call is submitted before this returns. ``timeout`` is the
+        standard one: seconds to wait for the results, counted from this call (it is not a
+        queue deadline). ``chunksize`` is ignored, as by the standard thread pool. Calls not
+        yet yielded are cancelled when the iterator fails, times out or is closed.
+
+        Raises:
+            TypeError: ``buffersize`` is not an int, or ``priority`` has a wrong type.
+            ValueError: ``buffersize`` is below 1, or ``priority`` is NaN.
+        """
+        level = check_priority(priority)
+        return map_results(
+            self,
+            lambda pool, fn, args: pool._submit(fn, args, {}, level, None),
+            fn,
+            iterables,
+            timeout,
+            buffersize,
+        )
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Refuse new work and let the threads exit once the queue is empty. Idempotent.
+
+        Args:
+            wait: block until every worker has exited (all queued work done, unless
+                cancelled). Called from one of the pool's own threads, it waits for the
+                others.
+            cancel_futures: cancel every task that has not started and wake its waiters.
+                Running tasks always finish.
+        """
+        self._scheduler.stop(shutdown=True, cancel_futures=cancel_futures)
+        if wait:
+            self._scheduler.join()
+
+    def __repr__(self) -> str:
+        scheduler = self._scheduler
+        with scheduler.lock:
+            state = "broken" if scheduler.broken else "shutdown" if scheduler.shutdown else "running"
+            queued = len(scheduler.queue)
+            threads = len(scheduler.threads)
+        return (
+            f"<{type(self).__name__} {state} max_workers={self._max_workers}"
+            f" threads={threads} queued={queued}>"
+        )

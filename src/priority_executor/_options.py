@@ -1,0 +1,117 @@
+"""``pool.options(...)``: an executor view that fixes priority and timeout for its submissions.
+
+The standard ``submit(fn, /, *args, **kwargs)`` hands every keyword to ``fn``; ours keeps
+``priority`` and ``timeout`` for itself. Code that forwards keywords it does not know about,
+``pool.submit(requests.get, url, timeout=5)`` or a library handed an executor, must get the
+standard contract back: a view's ``submit`` and ``map`` forward every keyword to ``fn``
+untouched and take the priority and queue timeout from the view.
+
+A view does not own the pool. Its ``shutdown()`` closes the view only: later submissions
+through it raise the standard ``RuntimeError``, ``wait=True`` waits for the tasks submitted
+through this view, ``cancel_futures=True`` cancels those of them still queued. The pool, and
+work submitted to it otherwise, carry on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future
+from concurrent.futures import wait as futures_wait
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+
+from ._map import map_results
+from ._policy import Number
+
+if TYPE_CHECKING:
+    from ._executor import PriorityThreadPoolExecutor
+
+T = TypeVar("T")
+
+
+class PoolView(Executor):
+    """An :class:`~concurrent.futures.Executor` that submits to a pool with fixed options.
+
+    Made by :meth:`PriorityThreadPoolExecutor.options`; safe to use from any thread.
+    """
+
+    def __init__(
+        self, pool: PriorityThreadPoolExecutor, priority: Number, timeout: Optional[float]
+    ) -> None:
+        self._pool = pool
+        self._priority = priority
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pending: set[Future[Any]] = set()
+
+    @property
+    def priority(self) -> Number:
+        """The priority of every task submitted through this view."""
+        return self._priority
+
+    @property
+    def timeout(self) -> Optional[float]:
+        """How long, in seconds, each task submitted through this view may wait in the queue."""
+        return self._timeout
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Submit ``fn(*args, **kwargs)`` to the pool with this view's priority and timeout.
+
+        Every keyword goes to ``fn``. Does not block.
+
+        Raises:
+            RuntimeError: this view or its pool was shut down.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future = self._pool._submit(fn, args, kwargs, self._priority, self._timeout)
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: Optional[float] = None,
+        chunksize: int = 1,
+        buffersize: Optional[int] = None,
+    ) -> Iterator[T]:
+        """Like :meth:`concurrent.futures.Executor.map`, with this view's priority and timeout.
+
+        ``timeout`` here is the standard one: seconds to wait for the results, counted from
+        this call. ``chunksize`` is ignored, as by the standard thread pool.
+        """
+        return map_results(self, _submit_args, fn, iterables, timeout, buffersize)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Close this view; the pool keeps running. Idempotent, safe from any thread.
+
+        Args:
+            wait: block until every task submitted through this view is done.
+            cancel_futures: cancel the tasks submitted through this view that have not started.
+        """
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+        if cancel_futures:
+            for future in pending:
+                future.cancel()
+        if wait:
+            futures_wait(pending)
+
+    def __repr__(self) -> str:
+        return (
+            f"<PoolView priority={self._priority!r} timeout={self._timeout!r}"
+            f" closed={self._closed} of {self._pool!r}>"
+        )
+
+
+def _submit_args(view: PoolView, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
+    return view.submit(fn, *args)

@@ -1,0 +1,79 @@
+"""Shared test tools: a fake clock, a gate that holds workers, and a thread-leak check."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import pytest
+
+#: Every blocking wait in the tests uses this, so a bug fails a test instead of hanging it.
+TIMEOUT = 10.0
+
+
+class FakeClock:
+    """A clock that moves only when told; pools attached to it re-read it at once."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def attach(self, pool: Any) -> None:
+        """Wake ``pool``'s deadline timer whenever this clock moves."""
+        self._listeners.append(pool._scheduler.wake_timer)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+        for listener in self._listeners:
+            listener()
+
+
+class Gate:
+    """A task that blocks a worker until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.opened = threading.Event()
+
+    def __call__(self) -> str:
+        self.started.set()
+        if not self.opened.wait(TIMEOUT):
+            raise TimeoutError("gate never opened")
+        return "gate"
+
+    def wait_started(self) -> None:
+        assert self.started.wait(TIMEOUT), "the gate task never started"
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    g = Gate()
+    yield g
+    g.open()  # never leave a worker blocked behind a failed test
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fail any test that leaves a thread running (after a grace period to finish exiting)."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate() if t not in before]
+    for thread in leaked:
+        thread.join(TIMEOUT)
+    alive = [t.name for t in leaked if t.is_alive()]
+    assert not alive, f"threads left running: {alive}"
