@@ -210,6 +210,10 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         if wait:
             self._scheduler.join()
 
+    def _check_invariants(self) -> None:
+        """Assert every invariant of the queue and the scheduler, in O(n). For tests."""
+        self._scheduler.check_invariants()
+
     def __repr__(self) -> str:
         scheduler = self._scheduler
         with scheduler.lock:

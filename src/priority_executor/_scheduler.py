@@ -352,6 +352,21 @@ class Scheduler:
         if timer is not None and timer is not current:
             timer.join()
 
+    def check_invariants(self) -> None:
+        """Check the queue's and the scheduler's invariants in O(n); for tests only."""
+        with self.lock:
+            self.queue._check_invariants()
+            assert self.wakes >= 0, "more wake-ups consumed than given"
+            assert len(self.idle) <= len(self.threads), "more idle workers than threads"
+            assert len(self.threads) <= self.max_workers, "more threads than max_workers"
+            if self.idle:
+                assert len(self.queue) <= self.wakes, "a task waits while a worker sleeps"
+            if self.queue.deadline_count and not self.broken:
+                earliest = self.queue.next_deadline()
+                assert self.timer_thread is not None, "deadlines pending without a timer"
+                assert self.timer_target is not None and earliest is not None
+                assert self.timer_target <= earliest, "the timer would sleep past a deadline"
+
     def after_fork_in_child(self) -> None:
         """Make a pool inherited across ``fork()`` refuse work instead of hanging on it.
 
