@@ -140,7 +140,13 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             RuntimeError: the pool was shut down, or the interpreter is exiting.
             BrokenThreadPool: an initializer failed.
         """
-        return self._submit(fn, args, kwargs, check_priority(priority), check_timeout(timeout))
+        if type(priority) is not int and type(priority) is not Priority:  # fast path first
+            priority = check_priority(priority)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {describe(fn)}")
+        return self._scheduler.submit(fn, args, kwargs, priority, timeout)
 
     def _submit(
         self,
@@ -201,8 +207,9 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
 
         Args:
             wait: block until every worker has exited (all queued work done, unless
-                cancelled). Called from one of the pool's own threads, it waits for the
-                others.
+                cancelled). Called from one of the pool's own threads (a task, or a
+                done-callback run by a worker), it does not wait: the pool cannot wait for
+                itself. The standard pool raises or deadlocks there instead.
             cancel_futures: cancel every task that has not started and wake its waiters.
                 Running tasks always finish.
         """

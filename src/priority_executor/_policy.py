@@ -51,7 +51,7 @@ def check_priority(priority: object) -> Number:
 
 
 def check_timeout(timeout: object) -> Optional[float]:
-    """Return a queue timeout in seconds as a float, or None for no deadline.
+    """Return a queue timeout in seconds as a float, or None for no deadline (also for inf).
 
     Raises:
         TypeError: ``timeout`` is neither None nor a real number.
@@ -64,7 +64,7 @@ def check_timeout(timeout: object) -> Optional[float]:
     value = float(timeout)
     if not value >= 0.0:  # also true for NaN
         raise ValueError(f"timeout must be a non-negative number, got {describe(timeout)}")
-    return value
+    return None if value == math.inf else value
 
 
 def sort_key(priority: Number) -> Number:

@@ -1,0 +1,31 @@
+"""The scenarios of issue 3, one module each, in the order the run goes through them.
+
+Each module has ``NAME`` (what ``--scenario`` takes), ``SUMMARY`` and ``cases(config)``, which
+returns the :class:`~harness.Case` objects to measure.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from scenarios import (
+    backlog_scaling,
+    cancel_heavy,
+    contended,
+    expiry,
+    idle,
+    memory,
+    throughput,
+    urgent_latency,
+)
+
+SCENARIOS: tuple[ModuleType, ...] = (
+    throughput,
+    contended,
+    urgent_latency,
+    memory,
+    cancel_heavy,
+    expiry,
+    backlog_scaling,
+    idle,
+)

@@ -1,0 +1,488 @@
+"""Unit tests of ``priority_executor._queue.TaskQueue``: no pool, no threads.
+
+Every operation goes through :class:`CheckedQueue`, which runs ``_check_invariants()`` after
+each call, so a test that drives the queue also checks it after every step. The last tests
+corrupt a queue on purpose to show that the checker can fail.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from concurrent.futures import Future
+from typing import Optional
+
+import pytest
+
+from priority_executor._policy import Number
+from priority_executor._queue import COMPACT_SLACK, GONE, Entry, TaskQueue
+
+
+def exact(message: str) -> str:
+    """A ``match=`` pattern that accepts ``message`` and nothing else."""
+    return f"^{re.escape(message)}$"
+
+
+def task(tag: object) -> object:
+    return tag
+
+
+def make_entry(tag: object, deadline: Optional[float] = None, priority: Number = 0) -> Entry:
+    return Entry(Future(), task, (tag,), {}, priority, deadline)
+
+
+def tag_of(entry: Optional[Entry]) -> object:
+    assert entry is not None
+    return entry.args[0]
+
+
+class CheckedQueue:
+    """A TaskQueue whose invariants are checked after every operation."""
+
+    def __init__(self) -> None:
+        self.queue = TaskQueue()
+        self.queue._check_invariants()
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def push(self, entry: Entry, key: Number) -> Entry:
+        self.queue.push(entry, key)
+        self.queue._check_invariants()
+        return entry
+
+    def add(self, tag: object, key: Number = 0, deadline: Optional[float] = None) -> Entry:
+        return self.push(make_entry(tag, deadline), key)
+
+    def pop(self) -> Optional[Entry]:
+        entry = self.queue.pop()
+        self.queue._check_invariants()
+        return entry
+
+    def pop_tags(self) -> list[object]:
+        tags = []
+        while (entry := self.pop()) is not None:
+            tags.append(tag_of(entry))
+        return tags
+
+    def remove(self, entry: Entry) -> None:
+        self.queue.remove(entry)
+        self.queue._check_invariants()
+
+    def requeue(self, entry: Entry, key: Number) -> Entry:
+        successor = self.queue.requeue(entry, key)
+        self.queue._check_invariants()
+        return successor
+
+    def pop_due(self, now: float) -> list[Entry]:
+        due = self.queue.pop_due(now)
+        self.queue._check_invariants()
+        return due
+
+    def next_deadline(self) -> Optional[float]:
+        deadline = self.queue.next_deadline()
+        self.queue._check_invariants()
+        return deadline
+
+    def drain(self) -> list[Entry]:
+        drained = self.queue.drain()
+        self.queue._check_invariants()
+        return drained
+
+    def storage(self) -> int:
+        """Entries held in the buckets, tombstones included."""
+        return sum(len(bucket) for bucket in self.queue.buckets.values())
+
+
+# -- push and pop ---------------------------------------------------------------------------
+
+
+def test_empty_queue_has_nothing_to_give() -> None:
+    queue = CheckedQueue()
+    assert len(queue) == 0
+    assert queue.pop() is None
+    assert queue.next_deadline() is None
+    assert queue.pop_due(math.inf) == []
+    assert queue.drain() == []
+
+
+def test_pop_returns_the_smallest_key_first() -> None:
+    queue = CheckedQueue()
+    for key in (3, 1, 2, -5, 0.5):
+        queue.add(key, key)
+    assert queue.pop_tags() == [-5, 0.5, 1, 2, 3]
+    assert len(queue) == 0
+
+
+def test_equal_keys_pop_in_push_order() -> None:
+    queue = CheckedQueue()
+    for i in range(100):
+        queue.add(i, key=-1)
+    assert queue.pop_tags() == list(range(100))
+
+
+def test_int_and_float_keys_that_compare_equal_share_one_submission_order() -> None:
+    queue = CheckedQueue()
+    queue.add("int", -1)
+    queue.add("float", -1.0)
+    queue.add("int again", -1)
+    queue.add("zero", 0)
+    queue.add("negative zero", -0.0)
+    assert queue.pop_tags() == ["int", "float", "int again", "zero", "negative zero"]
+
+
+def test_infinite_and_huge_keys_order_exactly() -> None:
+    queue = CheckedQueue()
+    queue.add("+inf", math.inf)
+    queue.add("huge int", 10**30)
+    queue.add("nearest float", 1e30)  # exactly 10**30 + 19884624838656: a larger key
+    queue.add("-inf", -math.inf)
+    assert queue.pop_tags() == ["-inf", "huge int", "nearest float", "+inf"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pops_follow_key_then_push_order(seed: int) -> None:
+    rng = random.Random(seed)
+    queue = CheckedQueue()
+    keys = [rng.choice([-2, -1, 0, 0.5, 1, 3]) for _ in range(200)]
+    for i, key in enumerate(keys):
+        queue.add(i, key)
+    expected = sorted(range(len(keys)), key=lambda i: (keys[i], i))
+    assert queue.pop_tags() == expected, f"seed={seed}"
+
+
+def test_push_after_emptying_reuses_the_queue() -> None:
+    queue = CheckedQueue()
+    queue.add("a", 1)
+    assert queue.pop_tags() == ["a"]
+    queue.add("b", 1)
+    queue.add("c", 2)
+    queue.add("d", 1)
+    assert queue.pop_tags() == ["b", "d", "c"]
+
+
+def test_len_and_find_track_live_entries() -> None:
+    queue = CheckedQueue()
+    a = queue.add("a")
+    b = queue.add("b")
+    assert len(queue) == 2
+    assert queue.queue.find(a.future) is a
+    assert queue.queue.find(Future()) is None
+    queue.remove(b)
+    assert len(queue) == 1
+    assert queue.queue.find(b.future) is None
+    assert queue.pop() is a
+    assert queue.queue.find(a.future) is None
+    assert len(queue) == 0
+
+
+def test_popped_entry_still_holds_its_task_until_taken() -> None:
+    queue = CheckedQueue()
+    entry = queue.add("payload")
+    future = entry.future
+    popped = queue.pop()
+    assert popped is entry
+    assert entry.seq == GONE
+    assert entry.take() == (future, task, ("payload",), {})
+    for name in ("future", "fn", "args", "kwargs"):
+        assert not hasattr(entry, name), f"a taken entry still holds {name}"
+
+
+# -- remove ---------------------------------------------------------------------------------
+
+
+def test_removed_entry_is_skipped_by_pop() -> None:
+    queue = CheckedQueue()
+    a = queue.add("a")
+    b = queue.add("b")
+    c = queue.add("c")
+    queue.remove(b)
+    assert b.seq == GONE
+    assert not b.future.done()  # the queue never settles a future; the scheduler does
+    assert queue.pop() is a
+    assert queue.pop() is c
+    assert queue.pop() is None
+
+
+def test_removing_every_entry_of_the_best_key_falls_through_to_the_next() -> None:
+    queue = CheckedQueue()
+    best = [queue.add(f"best {i}", -1) for i in range(3)]
+    queue.add("next", 0)
+    for entry in best:
+        queue.remove(entry)
+    assert queue.pop_tags() == ["next"]
+
+
+def test_removing_most_entries_compacts_storage() -> None:
+    rng = random.Random(3)
+    queue = CheckedQueue()
+    entries = [queue.add(i, rng.randint(-3, 3), 10.0 if i % 2 else None) for i in range(400)]
+    victims = rng.sample(entries, 360)
+    for entry in victims:
+        queue.remove(entry)
+        live = len(queue)
+        assert queue.queue.stored <= 2 * live + COMPACT_SLACK
+        assert queue.storage() <= 2 * live + COMPACT_SLACK
+        assert len(queue.queue.deadlines) <= 2 * queue.queue.deadline_count + COMPACT_SLACK
+    assert len(queue) == 40
+    survivors = sorted((e for e in entries if e.seq != GONE), key=lambda e: (e.key, e.seq))
+    assert queue.pop_tags() == [tag_of(e) for e in survivors]
+
+
+# -- deadlines ------------------------------------------------------------------------------
+
+
+def test_next_deadline_is_the_earliest_live_deadline() -> None:
+    queue = CheckedQueue()
+    queue.add("none")
+    five = queue.add("five", deadline=5.0)
+    three = queue.add("three", deadline=3.0)
+    queue.add("nine", deadline=9.0)
+    assert queue.next_deadline() == 3.0
+    queue.remove(three)
+    assert queue.next_deadline() == 5.0
+    queue.remove(five)
+    assert queue.next_deadline() == 9.0
+
+
+def test_pop_due_returns_entries_whose_deadline_has_come_in_deadline_order() -> None:
+    queue = CheckedQueue()
+    queue.add("ten", deadline=10.0)
+    queue.add("five", deadline=5.0)
+    queue.add("none")
+    queue.add("seven", deadline=7.0)
+    queue.add("also seven", deadline=7.0)
+    assert queue.pop_due(4.999) == []
+    assert [tag_of(e) for e in queue.pop_due(7.0)] == ["five", "seven", "also seven"]
+    assert len(queue) == 2
+    assert [tag_of(e) for e in queue.pop_due(10.0)] == ["ten"]  # due at exactly its deadline
+    assert queue.next_deadline() is None
+    assert queue.pop_due(math.inf) == []
+    assert queue.pop_tags() == ["none"]
+
+
+def test_pop_due_skips_entries_that_already_left() -> None:
+    queue = CheckedQueue()
+    popped = queue.add("popped", key=-1, deadline=1.0)
+    removed = queue.add("removed", deadline=2.0)
+    queue.add("due", deadline=3.0)
+    assert queue.pop() is popped
+    queue.remove(removed)
+    assert [tag_of(e) for e in queue.pop_due(5.0)] == ["due"]
+    assert len(queue) == 0
+
+
+def test_infinite_deadline_is_never_due() -> None:
+    queue = CheckedQueue()
+    queue.add("forever", deadline=math.inf)
+    assert queue.pop_due(1e308) == []
+    assert queue.next_deadline() == math.inf
+    assert queue.pop_tags() == ["forever"]
+
+
+def test_mass_expiry_compacts_storage() -> None:
+    queue = CheckedQueue()
+    for i in range(500):
+        queue.add(i, key=i % 5, deadline=float(i))
+    queue.add("stays")
+    due = queue.pop_due(449.0)
+    assert [tag_of(e) for e in due] == list(range(450))
+    assert len(queue) == 51
+    assert queue.storage() <= 2 * 51 + COMPACT_SLACK
+    assert len(queue.queue.deadlines) <= 2 * 50 + COMPACT_SLACK
+
+
+# -- drain and requeue ----------------------------------------------------------------------
+
+
+def test_drain_returns_live_entries_best_first_and_empties_the_queue() -> None:
+    queue = CheckedQueue()
+    queue.add("low", 1, deadline=5.0)
+    gone = queue.add("removed", 0)
+    queue.add("high a", -1)
+    queue.add("normal", 0, deadline=3.0)
+    queue.add("high b", -1)
+    queue.remove(gone)
+    assert [tag_of(e) for e in queue.drain()] == ["high a", "high b", "normal", "low"]
+    assert len(queue) == 0
+    assert queue.queue.deadline_count == 0
+    assert queue.next_deadline() is None
+    assert queue.pop() is None
+    queue.add("after", 2)
+    assert queue.pop_tags() == ["after"]
+
+
+def test_requeue_moves_a_task_behind_the_entries_of_its_new_key() -> None:
+    queue = CheckedQueue()
+    moved = queue.add("moved", 0)
+    queue.add("b", 1)
+    queue.add("c", 1)
+    future = moved.future
+    successor = queue.requeue(moved, 1)
+    assert successor is not moved
+    assert successor.future is future
+    assert moved.seq == GONE
+    assert not hasattr(moved, "fn"), "the tombstone still holds the task"
+    assert queue.queue.find(future) is successor
+    assert len(queue) == 3
+    assert queue.pop_tags() == ["b", "c", "moved"]
+
+
+def test_requeue_keeps_the_deadline() -> None:
+    queue = CheckedQueue()
+    entry = queue.add("moved", 0, deadline=5.0)
+    successor = queue.requeue(entry, -1)
+    assert successor.deadline == 5.0
+    assert queue.next_deadline() == 5.0
+    assert queue.pop_due(5.0) == [successor]
+
+
+def test_repeated_requeue_stays_within_the_compaction_bound() -> None:
+    queue = CheckedQueue()
+    entries = [queue.add(i, 0, deadline=100.0 + i) for i in range(3)]
+    for step in range(600):
+        i = step % 3
+        entries[i] = queue.requeue(entries[i], step % 7)
+        assert queue.storage() <= 2 * 3 + COMPACT_SLACK
+        assert len(queue.queue.deadlines) <= 2 * 3 + COMPACT_SLACK
+    assert sorted(tag_of(e) for e in queue.drain()) == [0, 1, 2]  # type: ignore[type-var]
+
+
+# -- seeded random operations against a model -----------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_operations_match_a_simple_model(seed: int) -> None:
+    """Drive the queue with random operations and compare with a sorted list."""
+    rng = random.Random(seed)
+    queue = CheckedQueue()
+    # The model: live entries with (key, order, deadline); order grows with every push.
+    model: dict[int, tuple[Number, int, Optional[float], Entry]] = {}
+    order = 0
+    now = 0.0
+    for step in range(400):
+        context = f"seed={seed} step={step}"
+        op = rng.random()
+        if op < 0.45 or not model:
+            key = rng.choice([-1, 0, 0.0, 1, 2.5])
+            deadline = now + rng.choice([1.0, 5.0, 20.0]) if rng.random() < 0.4 else None
+            entry = queue.add(order, key, deadline)
+            model[order] = (key, order, deadline, entry)
+            order += 1
+        elif op < 0.65:
+            popped = queue.pop()
+            best = min(model.values(), key=lambda item: (item[0], item[1]))
+            assert popped is best[3], context
+            del model[tag_of(popped)]  # type: ignore[arg-type]
+        elif op < 0.8:
+            tag = rng.choice(list(model))
+            queue.remove(model.pop(tag)[3])
+        elif op < 0.9:
+            now += rng.choice([0.5, 2.0, 6.0])
+            due = queue.pop_due(now)
+            expected = sorted(
+                (item for item in model.values() if item[2] is not None and item[2] <= now),
+                key=lambda item: (item[2], item[1]),
+            )
+            assert due == [item[3] for item in expected], context
+            for item in expected:
+                del model[tag_of(item[3])]  # type: ignore[arg-type]
+        elif op < 0.98:
+            tag = rng.choice(list(model))
+            key = rng.choice([-1, 0, 1])
+            _old_key, _order, deadline, entry = model.pop(tag)
+            successor = queue.requeue(entry, key)
+            # The task keeps its tag and deadline but moves to the back of its new key.
+            model[tag] = (key, order, deadline, successor)
+            order += 1
+        else:
+            drained = queue.drain()
+            expected = sorted(model.values(), key=lambda item: (item[0], item[1]))
+            assert drained == [item[3] for item in expected], context
+            model.clear()
+        assert len(queue) == len(model), context
+        live_deadlines = [item[2] for item in model.values() if item[2] is not None]
+        assert queue.next_deadline() == min(live_deadlines, default=None), context
+
+
+# -- the checker itself can fail ------------------------------------------------------------
+
+
+def filled_queue() -> TaskQueue:
+    queue = TaskQueue()
+    for i, key in enumerate((1, 2, 3)):
+        queue.push(make_entry(i, deadline=10.0 + i), key)
+        queue.push(make_entry(f"{i} again", deadline=20.0 + i), key)
+    queue._check_invariants()
+    return queue
+
+
+def test_check_invariants_fails_on_a_broken_level_heap() -> None:
+    queue = filled_queue()
+    queue.levels.reverse()  # [3, 2, 1]: the root is no longer the smallest key
+    with pytest.raises(AssertionError, match=exact("level heap broken at 1")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_on_a_bucket_out_of_submission_order() -> None:
+    queue = filled_queue()
+    queue.buckets[2].reverse()
+    with pytest.raises(AssertionError, match=exact("bucket 2 is not in submission order")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_when_an_entry_is_lost_from_the_index() -> None:
+    queue = filled_queue()
+    queue.entries.popitem()
+    with pytest.raises(AssertionError, match=exact("live count differs from the buckets")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_on_a_wrong_stored_count() -> None:
+    queue = filled_queue()
+    queue.stored += 1
+    with pytest.raises(AssertionError, match=exact("stored count is off")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_when_a_queued_future_is_done() -> None:
+    queue = filled_queue()
+    entry = next(iter(queue.entries.values()))
+    entry.future.set_result(None)
+    with pytest.raises(AssertionError, match=exact("a queued task's future is already done")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_on_a_broken_deadline_heap() -> None:
+    queue = filled_queue()
+    queue.deadlines.reverse()
+    with pytest.raises(AssertionError, match=exact("deadline heap broken at 1")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_on_a_wrong_deadline_count() -> None:
+    queue = filled_queue()
+    queue.deadline_count += 1
+    with pytest.raises(AssertionError, match=exact("deadline count")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_when_tombstones_are_never_swept() -> None:
+    queue = TaskQueue()
+    entries = [make_entry(i) for i in range(COMPACT_SLACK + 10)]
+    for entry in entries:
+        queue.push(entry, 0)
+    for entry in entries[1:]:
+        queue._forget(entry)  # removal without the compaction that remove() does
+    with pytest.raises(AssertionError, match=exact("buckets not compacted")):
+        queue._check_invariants()
+
+
+def test_check_invariants_fails_when_an_entry_is_queued_twice() -> None:
+    queue = filled_queue()
+    bucket = queue.buckets[1]
+    bucket.insert(1, bucket[0])  # right behind itself, so the bucket still looks ordered
+    queue.stored += 1
+    with pytest.raises(AssertionError, match=exact("an entry is queued twice")):
+        queue._check_invariants()

@@ -1,0 +1,80 @@
+"""Static type tests: ``assert_type`` lines that only mypy checks.
+
+The file name does not start with ``test_``, so pytest never collects it, and nothing here
+runs: each check is a function that is never called. ``mypy --strict`` (which warns about
+unused ``type: ignore`` comments) fails if an inferred type changes or if a call marked as
+rejected starts being accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Optional, Union
+
+from typing_extensions import Literal, assert_type
+
+from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
+
+
+def make_bytes(size: int, *, fill: bytes = b"x") -> bytes:
+    return fill * size
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def check_submit(pool: PriorityThreadPoolExecutor) -> None:
+    assert_type(pool.submit(int, "1"), Future[int])
+    assert_type(pool.submit(make_bytes, 3, fill=b"y"), Future[bytes])
+    assert_type(pool.submit(str, 1, priority=Priority.HIGH), Future[str])
+    assert_type(pool.submit(str, 1, priority=5, timeout=1.5), Future[str])
+    assert_type(pool.submit(str, priority=-2.5, timeout=None), Future[str])
+    assert_type(pool.submit(lambda: None), Future[None])
+
+
+def check_map(pool: PriorityThreadPoolExecutor) -> None:
+    assert_type(pool.map(str, [1, 2]), Iterator[str])
+    assert_type(pool.map(add, [1], [2], timeout=1.0), Iterator[int])
+    assert_type(pool.map(add, [1], [2], chunksize=4, buffersize=2), Iterator[int])
+    assert_type(pool.map(str, [1], priority=Priority.LOW), Iterator[str])
+
+
+def check_options(pool: PriorityThreadPoolExecutor) -> None:
+    view = pool.options(priority=Priority.HIGH, timeout=5)
+    assert_type(view, PoolView)
+    assert_type(pool.options(), PoolView)
+    assert_type(view.submit(make_bytes, 2, fill=b"z"), Future[bytes])
+    assert_type(view.map(add, [1], [2], timeout=3.0), Iterator[int])
+    assert_type(view.priority, Union[int, float])
+    assert_type(view.timeout, Optional[float])
+
+
+def check_pool_shape(pool: PriorityThreadPoolExecutor) -> None:
+    with pool as entered:
+        assert_type(entered, PriorityThreadPoolExecutor)
+    assert_type(pool.shutdown(wait=False, cancel_futures=True), None)
+    assert_type(pool._max_workers, int)
+    # Ours goes wherever the standard pool or any executor is expected.
+    standard: ThreadPoolExecutor = pool
+    executor: Executor = pool.options()
+    assert_type(standard, ThreadPoolExecutor)
+    assert_type(executor, Executor)
+
+
+def check_priority_enum() -> None:
+    assert_type(Priority.HIGH, Literal[Priority.HIGH])
+    assert_type(int(Priority.LOW), int)
+    assert_type(Priority.HIGH + 1, int)
+    assert_type(
+        PriorityThreadPoolExecutor(max_workers=2, clock=lambda: 0.0), PriorityThreadPoolExecutor
+    )
+
+
+def check_rejected(pool: PriorityThreadPoolExecutor) -> None:
+    pool.submit(int, priority="high")  # type: ignore[arg-type]
+    pool.submit(int, timeout="5")  # type: ignore[arg-type]
+    pool.options(priority=None)  # type: ignore[arg-type]
+    pool.map(str, [1], priority="low")  # type: ignore[arg-type]
+    PriorityThreadPoolExecutor(clock=1.0)  # type: ignore[arg-type]
