@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from baseline import PriorityQueuePool
-
 from priority_executor import PriorityThreadPoolExecutor
 
 #: Every blocking wait of the benchmarks gives up after this many seconds, so that a broken

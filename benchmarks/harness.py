@@ -256,11 +256,16 @@ def fmt(x: float) -> str:
         return f"{x:.0f}"
     if magnitude >= 10:
         return f"{x:.1f}"
-    if magnitude >= 1:
+    if magnitude >= 0.1:
         return f"{x:.2f}"
     if magnitude == 0:
         return "0"
     return f"{x:.2g}"
+
+
+def fmt_ratio(x: float) -> str:
+    """Two decimals, or two significant digits for ratios below 0.1 (0.00029, not 0.00)."""
+    return f"{x:.2f}" if abs(x) >= 0.1 else f"{x:.2g}"
 
 
 def render_table(results: Sequence[CaseResult], contenders: Sequence[Contender]) -> str:
@@ -303,7 +308,7 @@ def render_table(results: Sequence[CaseResult], contenders: Sequence[Contender])
                     cells.append(f"{fmt(stats.median)} [{fmt(stats.low)}, {fmt(stats.high)}]")
             for contender in others:
                 ratio = result.ratio(contender.key, metric)
-                cells.append("—" if ratio is None else f"{ratio:.2f}")
+                cells.append("—" if ratio is None else fmt_ratio(ratio))
             cells.extend(_verdict(result, metric))
             lines.append("| " + " | ".join(cells) + " |")
     if notes:

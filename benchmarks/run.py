@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+import priority_executor
 from contenders import CONTENDERS
 from harness import CaseResult, Config, log, render_table, run_case
 from scenarios import SCENARIOS
-
-import priority_executor
 
 HERE = Path(__file__).resolve().parent
 MIN_REPEAT = 5

@@ -20,8 +20,8 @@ from decimal import Decimal
 from typing import Any, Callable, NamedTuple, Optional
 
 import pytest
-from conftest import TIMEOUT, FakeClock, Gate
 
+from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
 
 
@@ -317,7 +317,40 @@ OPTIONS_CASES = [
     ),
 ]
 
-CALL_CASES = SUBMIT_CASES + MAP_CASES + OPTIONS_CASES
+SET_PRIORITY_CASES = [
+    Case(
+        "set_priority-future-int",
+        lambda pool: pool.set_priority(bad(5), 1),
+        TypeError,
+        "future must be a concurrent.futures.Future, got 5 (int)",
+    ),
+    Case(
+        "set_priority-future-None",
+        lambda pool: pool.set_priority(bad(None), 1),
+        TypeError,
+        "future must be a concurrent.futures.Future, got None (NoneType)",
+    ),
+    Case(
+        "set_priority-priority-str",
+        lambda pool: pool.set_priority(Future(), bad("high")),
+        TypeError,
+        "priority must be a real number, got 'high' (str)",
+    ),
+    Case(
+        "set_priority-priority-NaN",
+        lambda pool: pool.set_priority(Future(), NaN),
+        ValueError,
+        "priority must not be NaN, got nan (float)",
+    ),
+    Case(
+        "set_priority-priority-True",
+        lambda pool: pool.set_priority(Future(), True),
+        TypeError,
+        "priority must be a real number, got True (bool)",
+    ),
+]
+
+CALL_CASES = SUBMIT_CASES + MAP_CASES + OPTIONS_CASES + SET_PRIORITY_CASES
 
 
 class Busy:
@@ -353,11 +386,12 @@ def assert_pool_works(pool: PriorityThreadPoolExecutor) -> None:
 @pytest.mark.parametrize("case", CALL_CASES, ids=[c.name for c in CALL_CASES])
 def test_bad_call_on_a_fresh_pool_raises_and_starts_nothing(case: Case) -> None:
     with PriorityThreadPoolExecutor(max_workers=2) as pool:
+        before = set(threading.enumerate())
         with pytest.raises(case.error, match=exactly(case.message)):
             case.call(pool)
         assert len(pool._scheduler.queue) == 0, "a bad call queued something"
         assert not pool._threads, "a bad call started a worker"
-        assert pool._scheduler.timer_thread is None, "a bad call started the timer"
+        assert set(threading.enumerate()) == before, "a bad call started a thread"
         pool._check_invariants()
         assert_pool_works(pool)
 
@@ -376,6 +410,32 @@ def test_bad_call_on_a_busy_pool_leaves_it_as_it_was(case: Case, busy: Busy) -> 
     assert busy.held.result(TIMEOUT) == "gate"
     assert busy.waiting.result(TIMEOUT) == "waiting"
     assert_pool_works(pool)
+
+
+@pytest.mark.parametrize(
+    ("priority", "error", "message"),
+    [
+        ("high", TypeError, "priority must be a real number, got 'high' (str)"),
+        (None, TypeError, "priority must be a real number, got None (NoneType)"),
+        (NaN, ValueError, "priority must not be NaN, got nan (float)"),
+        (True, TypeError, "priority must be a real number, got True (bool)"),
+    ],
+)
+def test_a_bad_new_priority_leaves_the_queued_task_where_it_was(
+    priority: object, error: type[Exception], message: str, busy: Busy
+) -> None:
+    pool = busy.pool
+    with pytest.raises(error, match=exactly(message)):
+        pool.set_priority(busy.waiting, bad(priority))
+    pool._check_invariants()
+    assert len(pool._scheduler.queue) == 1
+    order: list[str] = []
+    busy.waiting.add_done_callback(lambda _: order.append("waiting"))
+    first = pool.submit(order.append, "first", priority=-4)  # ahead of the waiting one at -5
+    busy.gate.open()
+    assert busy.waiting.result(TIMEOUT) == "waiting"
+    assert first.result(TIMEOUT) is None
+    assert order == ["first", "waiting"]
 
 
 # -- the constructor -------------------------------------------------------------------------
@@ -402,6 +462,90 @@ CTOR_CASES = [
     Ctor("clock-int", {"clock": 5}, TypeError, "clock must be callable, got 5 (int)"),
     Ctor("clock-None", {"clock": None}, TypeError, "clock must be callable, got None (NoneType)"),
     Ctor("clock-float", {"clock": 1.5}, TypeError, "clock must be callable, got 1.5 (float)"),
+    Ctor(
+        "ageing-str",
+        {"ageing": "x"},
+        TypeError,
+        "ageing must be a positive number or None, got 'x' (str)",
+    ),
+    Ctor(
+        "ageing-True",
+        {"ageing": True},
+        TypeError,
+        "ageing must be a positive number or None, got True (bool)",
+    ),
+    Ctor(
+        "ageing-zero",
+        {"ageing": 0},
+        ValueError,
+        "ageing must be a positive number or None, got 0 (int)",
+    ),
+    Ctor(
+        "ageing-negative",
+        {"ageing": -1.5},
+        ValueError,
+        "ageing must be a positive number or None, got -1.5 (float)",
+    ),
+    Ctor(
+        "ageing-inf",
+        {"ageing": float("inf")},
+        ValueError,
+        "ageing must be a positive number or None, got inf (float)",
+    ),
+    Ctor(
+        "ageing-NaN",
+        {"ageing": NaN},
+        ValueError,
+        "ageing must be a positive number or None, got nan (float)",
+    ),
+    Ctor(
+        "max_queued-str",
+        {"max_queued": "x"},
+        TypeError,
+        "max_queued must be a positive integer or None, got 'x' (str)",
+    ),
+    Ctor(
+        "max_queued-float",
+        {"max_queued": 1.5},
+        TypeError,
+        "max_queued must be a positive integer or None, got 1.5 (float)",
+    ),
+    Ctor(
+        "max_queued-True",
+        {"max_queued": True},
+        TypeError,
+        "max_queued must be a positive integer or None, got True (bool)",
+    ),
+    Ctor(
+        "max_queued-zero",
+        {"max_queued": 0},
+        ValueError,
+        "max_queued must be a positive integer or None, got 0 (int)",
+    ),
+    Ctor(
+        "max_queued-negative",
+        {"max_queued": -3},
+        ValueError,
+        "max_queued must be a positive integer or None, got -3 (int)",
+    ),
+    Ctor(
+        "when_full-unknown",
+        {"when_full": "drop"},
+        ValueError,
+        "when_full must be 'block', 'raise' or 'evict', got 'drop' (str)",
+    ),
+    Ctor(
+        "when_full-None",
+        {"when_full": None},
+        ValueError,
+        "when_full must be 'block', 'raise' or 'evict', got None (NoneType)",
+    ),
+    Ctor(
+        "when_full-int",
+        {"when_full": 1},
+        ValueError,
+        "when_full must be 'block', 'raise' or 'evict', got 1 (int)",
+    ),
     # The standard pool accepts this and fails in each worker; ours refuses it at once.
     Ctor(
         "initargs-int",
@@ -438,14 +582,33 @@ def test_constructor_errors_match_the_standard_pool(kwargs: dict[str, Any], mess
     assert str(ours.value) == str(standard.value) == message
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="join(timeout=...) is not checked: 'x' and 1j raise Python's own TypeError only "
+    "if the pool is busy ('unsupported operand type(s) for +: ...'), True waits one second, "
+    "NaN waits for ever; on an idle pool all return True",
+)
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        ("x", TypeError, "timeout must be a real number or None, got 'x' (str)"),
+        (True, TypeError, "timeout must be a real number or None, got True (bool)"),
+        (1j, TypeError, "timeout must be a real number or None, got 1j (complex)"),
+        (NaN, ValueError, "timeout must not be NaN, got nan (float)"),
+    ],
+    ids=["str", "True", "complex", "NaN"],
+)
+def test_join_refuses_a_bad_timeout(timeout: object, error: type[Exception], message: str) -> None:
+    with PriorityThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(error, match=exactly(message)):
+            pool.join(timeout=bad(timeout))
+        assert pool.join(timeout=TIMEOUT) is True
+        assert_pool_works(pool)
+
+
 # -- values that validation accepts but the pool cannot honour -------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a timeout beyond threading.TIMEOUT_MAX (inf, 1e10) is accepted, and the timer "
-    "thread dies of OverflowError sleeping until it, so later deadlines no longer expire",
-)
 @pytest.mark.parametrize("huge", [float("inf"), 1e10], ids=["inf", "1e10"])
 def test_a_huge_timeout_does_not_stop_other_deadlines(
     huge: float, clock: FakeClock, gate: Gate, monkeypatch: pytest.MonkeyPatch
@@ -462,7 +625,7 @@ def test_a_huge_timeout_does_not_stop_other_deadlines(
     pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock)
     clock.attach(pool)
     try:
-        pool.submit(gate)
+        held = pool.submit(gate)
         gate.wait_started()
         patient: Optional[Future[Any]]
         try:
@@ -472,9 +635,10 @@ def test_a_huge_timeout_does_not_stop_other_deadlines(
         later = pool.submit(echo, timeout=0.25)
         later.add_done_callback(lambda _: settled.set())
         clock.advance(0.25)
-        assert settled.wait(TIMEOUT), "the later deadline never expired"
+        assert settled.wait(TIMEOUT / 2), "the later deadline never expired"
         assert not deaths, f"a pool thread died: {deaths}"
         assert later.cancelled(), "the deadline after the huge one did not expire"
+        assert held.running(), "the expiry waited for the worker"
         gate.open()
         if patient is not None:
             assert patient.result(TIMEOUT) == "ok"

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, TypeVar, cast
 
 import pytest
-from conftest import TIMEOUT, Gate
 
+from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
 
 T = TypeVar("T")

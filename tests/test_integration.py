@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import pytest
-from conftest import TIMEOUT, FakeClock, Gate
 
 import priority_executor
+from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
 
 T = TypeVar("T")
@@ -75,8 +75,8 @@ def futures_log() -> Iterator[list[logging.LogRecord]]:
         logger.removeHandler(handler)
 
 
-def messages(records: list[logging.LogRecord], level: int = logging.DEBUG) -> list[str]:
-    return [r.getMessage() for r in records if r.levelno >= level]
+def messages(records: list[logging.LogRecord]) -> list[str]:
+    return [record.getMessage() for record in records]
 
 
 def wait_until(predicate: Callable[[], bool], what: str) -> None:
@@ -95,12 +95,9 @@ def all_parked(pool: PriorityThreadPoolExecutor) -> bool:
 
 
 def pool_threads(pool: PriorityThreadPoolExecutor) -> list[threading.Thread]:
-    """The pool's workers and, if it has one, its deadline timer."""
-    threads = list(pool._threads)
-    timer = pool._scheduler.timer_thread
-    if timer is not None:
-        threads.append(timer)
-    return threads
+    """Every live thread of the pool (workers, deadline timer): their names carry its prefix."""
+    prefix = f"{pool._thread_name_prefix}_"
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
 
 
 def join_all(threads: list[threading.Thread]) -> None:
@@ -223,14 +220,8 @@ def test_shutdown_default_executor_drains_the_pool_and_joins_it(gate: Gate) -> N
         await asyncio.wait_for(shutting_down, TIMEOUT)
         # The executor is joined: every call already ran; their asyncio futures follow.
         assert recorder.ran == [0, 1, 2, 3, 4]
-        assert await asyncio.wait_for(asyncio.gather(blocker, *queued), TIMEOUT) == [
-            "gate",
-            0,
-            1,
-            2,
-            3,
-            4,
-        ]
+        results = await asyncio.wait_for(asyncio.gather(blocker, *queued), TIMEOUT)
+        assert list(results) == ["gate", 0, 1, 2, 3, 4]
 
     threads: list[threading.Thread] = []
     try:
@@ -246,36 +237,50 @@ def test_shutdown_default_executor_drains_the_pool_and_joins_it(gate: Gate) -> N
         pool.shutdown()
 
 
+class RecordingPool(PriorityThreadPoolExecutor):
+    """Keeps every Future its ``submit`` returns, so a test can reach the one asyncio wraps."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers)
+        self.submitted: list[Future[Any]] = []
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future = super().submit(fn, *args, **kwargs)
+        self.submitted.append(future)
+        return future
+
+
 def test_cancelling_the_awaiting_task_cancels_the_queued_call(gate: Gate) -> None:
     recorder = Recorder()
 
-    async def main(pool: PriorityThreadPoolExecutor) -> Future[Any]:
+    async def main(pool: RecordingPool) -> Future[Any]:
         loop = asyncio.get_running_loop()
         blocker = loop.run_in_executor(pool, gate)
         gate.wait_started()
-        before = set(pool._scheduler.queue.entries)
 
         async def call() -> str:
             return await loop.run_in_executor(pool, recorder, "cancelled")
 
         task = asyncio.ensure_future(call())
         await asyncio.sleep(0)  # one turn of the loop: the task submits, then awaits
-        # The call is queued behind the gate.
-        (queued,) = set(pool._scheduler.queue.entries) - before
+        assert len(pool.submitted) == 2
+        call_future = pool.submitted[-1]
+        assert not call_future.done()  # queued behind the gate
         assert task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, TIMEOUT)
-        assert wait([queued], timeout=TIMEOUT).not_done == set()
-        assert queued.cancelled()
+        assert wait([call_future], timeout=TIMEOUT).not_done == set()
+        assert call_future.cancelled()
         after = loop.run_in_executor(pool, recorder, "after")
         gate.open()
         results = await asyncio.wait_for(asyncio.gather(blocker, after), TIMEOUT)
         assert list(results) == ["gate", "after"]
-        return queued
+        return call_future
 
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        queued = asyncio.run(main(pool))
-    assert queued.cancelled()
+    with RecordingPool(max_workers=1) as pool:
+        call_future = asyncio.run(main(pool))
+        assert len(pool.submitted) == 3
+    assert call_future.cancelled()
     assert recorder.ran == ["after"]
 
 
@@ -404,7 +409,8 @@ def test_pool_collected_by_its_own_thread_while_it_holds_the_lock_does_not_deadl
         service.pool.submit(lambda: (started.set(), gate.wait(TIMEOUT)))
         assert started.wait(TIMEOUT)
         later = service.pool.submit(print, "queued task ran", flush=True, timeout=100 * TIMEOUT)
-        threads = list(service.pool._threads) + [scheduler.timer_thread]
+        prefix = service.pool._thread_name_prefix + "_"
+        threads = [t for t in threading.enumerate() if t.name.startswith(prefix)]
         del service
         collect_next_reading.set()
         scheduler.wake_timer()  # the timer reads the clock, under the lock
@@ -447,6 +453,56 @@ def test_shutdown_from_two_tasks_at_once_does_not_deadlock() -> None:
         """
     )
     assert_clean_exit(result, ["['returned', 'returned']"])
+
+
+def test_view_shutdown_from_a_task_of_the_view_does_not_deadlock() -> None:
+    # A library handed ``pool.options(...)`` as its executor may shut it down from a task it
+    # submitted through it; waiting for "every task of the view" then includes this very task.
+    result = run_script(
+        """
+        import os
+        from concurrent.futures import wait
+        from priority_executor import Priority, PriorityThreadPoolExecutor
+
+        pool = PriorityThreadPoolExecutor(max_workers=2)
+        view = pool.options(priority=Priority.HIGH)
+
+        def stop_view():
+            view.shutdown()
+            return "returned"
+
+        future = view.submit(stop_view)
+        if wait([future], timeout=TIMEOUT).not_done:
+            print("deadlocked", flush=True)
+            os._exit(1)
+        print(future.result(), flush=True)
+        pool.shutdown()
+        """
+    )
+    assert_clean_exit(result, ["returned"])
+
+
+def test_view_shutdown_from_a_done_callback_in_the_only_worker_does_not_deadlock() -> None:
+    result = run_script(
+        """
+        import os, threading
+        from concurrent.futures import wait
+        from priority_executor import PriorityThreadPoolExecutor
+
+        pool = PriorityThreadPoolExecutor(max_workers=1)
+        view = pool.options()
+        release = threading.Event()
+        first = view.submit(release.wait, TIMEOUT)
+        second = view.submit(print, "second ran", flush=True)
+        first.add_done_callback(lambda _: view.shutdown())  # runs in the only worker
+        release.set()
+        if wait([first, second], timeout=TIMEOUT).not_done:
+            print("deadlocked", flush=True)
+            os._exit(1)
+        pool.shutdown()
+        """
+    )
+    assert_clean_exit(result, ["second ran"])
 
 
 FORK_SCRIPT = """
@@ -631,16 +687,15 @@ def test_raising_done_callbacks_are_logged_and_the_worker_and_timer_survive(
         expired.add_done_callback(explode)
         clock.advance(1.0)
         assert wait([expired], timeout=TIMEOUT).not_done == set()
-        timer = pool._scheduler.timer_thread
-        assert timer is not None
-        # The timer still expires tasks.
+        threads = pool_threads(pool)
+        assert len(threads) == 2  # the worker, held by the gate, and the timer
+        # The timer still expires tasks: the only worker is held by the gate.
         expired_later = pool.submit(abs, -2, timeout=1.0)
         clock.advance(1.0)
         assert wait([expired_later], timeout=TIMEOUT).not_done == set()
         assert expired.cancelled()
         assert expired_later.cancelled()
-        assert pool._scheduler.timer_thread is timer
-        assert timer.is_alive()
+        assert pool_threads(pool) == threads
         # Run by the worker, which calls the raising callback, then goes on.
         finished = pool.submit(abs, -3)
         finished.add_done_callback(explode)
@@ -659,6 +714,49 @@ def test_raising_done_callbacks_are_logged_and_the_worker_and_timer_survive(
     for record in futures_log:
         assert record.exc_info is not None
         assert record.exc_info[0] is ValueError
+
+
+def exit_from_callback(_: Future[Any]) -> None:
+    sys.exit("a done-callback asked to exit")
+
+
+def test_done_callback_raising_system_exit_in_a_worker_leaves_the_pool_working(
+    gate: Gate,
+) -> None:
+    # Future._invoke_callbacks catches Exception only, so a SystemExit from a callback
+    # escapes from set_result into the thread that completed the future.
+    with PriorityThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(gate)
+        gate.wait_started()
+        first = pool.submit(abs, -1)
+        first.add_done_callback(exit_from_callback)
+        second = pool.submit(abs, -2)
+        gate.open()
+        assert first.result(TIMEOUT) == 1
+        assert second.result(TIMEOUT) == 2
+        assert pool.submit(abs, -3).result(TIMEOUT) == 3
+
+
+def test_done_callback_raising_system_exit_in_the_timer_leaves_deadlines_working(
+    clock: FakeClock, gate: Gate
+) -> None:
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock)
+    clock.attach(pool)
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        first = pool.submit(abs, -1, timeout=1.0)
+        first.add_done_callback(exit_from_callback)
+        clock.advance(1.0)  # the timer expires it and runs the callback
+        assert wait([first], timeout=TIMEOUT).not_done == set()
+        second = pool.submit(abs, -2, timeout=1.0)
+        clock.advance(1.0)  # the worker is held by the gate: only the timer can expire it
+        assert wait([second], timeout=TIMEOUT).not_done == set()
+        assert first.cancelled()
+        assert second.cancelled()
+        gate.open()
+    finally:
+        pool.shutdown()
 
 
 # -- shutdown from inside the pool -----------------------------------------------------------
@@ -686,14 +784,14 @@ def test_shutdown_from_a_task_returns_and_queued_work_still_runs(
     assert futures_log == []
 
 
-def test_shutdown_from_a_task_waits_for_the_other_workers(gate: Gate) -> None:
+def test_shutdown_from_a_task_while_another_worker_is_busy(gate: Gate) -> None:
+    # Whether shutdown() called from a pool thread waits for the other threads or returns at
+    # once, it must return, and the work already queued must still run.
     recorder = Recorder()
     go = threading.Event()
-    in_shutdown = threading.Event()
 
     def stop(pool: PriorityThreadPoolExecutor) -> str:
         assert go.wait(TIMEOUT)
-        in_shutdown.set()
         pool.shutdown(wait=True)
         recorder("shutdown returned")
         return "stopped"
@@ -704,12 +802,13 @@ def test_shutdown_from_a_task_waits_for_the_other_workers(gate: Gate) -> None:
         gate.wait_started()
         stopper = pool.submit(stop, pool)
         queued = pool.submit(recorder, "queued")  # both workers are busy: it waits
+        threads = pool_threads(pool)
         go.set()
-        assert in_shutdown.wait(TIMEOUT)
-        gate.open()  # the other worker finishes, runs the queued task, exits
+        gate.open()
         assert stopper.result(TIMEOUT) == "stopped"
         assert queued.result(TIMEOUT) == "queued"
-        assert recorder.ran == ["queued", "shutdown returned"]
+        join_all(threads)
+        assert sorted(recorder.ran) == ["queued", "shutdown returned"]
     finally:
         pool.shutdown()
 
@@ -772,11 +871,12 @@ def test_shutdown_from_a_done_callback_in_a_worker(
         queued = pool.submit(recorder, "queued")  # both workers are busy: it waits
         threads = pool_threads(pool)
         release_first.set()
-        assert in_callback.wait(TIMEOUT)  # shutdown() now waits for the gate's worker
+        assert in_callback.wait(TIMEOUT)  # in the worker that ran first_task
         gate.open()
         assert queued.result(TIMEOUT) == "queued"
         join_all(threads)
-        assert recorder.ran == ["first", "queued", "callback returned"]
+        assert recorder.ran[0] == "first"
+        assert sorted(recorder.ran[1:]) == ["callback returned", "queued"]
     finally:
         pool.shutdown()
     assert futures_log == []
@@ -804,12 +904,12 @@ def test_shutdown_from_a_done_callback_in_the_timer(
         threads = pool_threads(pool)
         assert len(threads) == 2
         clock.advance(1.0)
-        assert in_callback.wait(TIMEOUT)  # in the timer, now waiting for the worker
+        assert in_callback.wait(TIMEOUT)  # in the timer thread
         gate.open()
         assert queued.result(TIMEOUT) == "queued"
         join_all(threads)
         assert expiring.cancelled()
-        assert recorder.ran == ["queued", "callback returned"]
+        assert sorted(recorder.ran) == ["callback returned", "queued"]
     finally:
         pool.shutdown()
     assert futures_log == []
@@ -903,8 +1003,25 @@ def test_the_pool_keeps_no_reference_to_an_expired_task(clock: FakeClock, gate: 
 # -- idle ------------------------------------------------------------------------------------
 
 
-def test_an_idle_pool_has_every_thread_parked(clock: FakeClock, gate: Gate) -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=3, clock=clock)
+class CountingClock:
+    """Counts the readings of a FakeClock: the timer reads the clock every time it wakes."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self.readings = 0
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.readings += 1
+        return self.clock()
+
+
+def test_an_idle_pool_has_every_worker_parked_and_a_timer_that_sleeps(
+    clock: FakeClock, gate: Gate
+) -> None:
+    counting = CountingClock(clock)
+    pool = PriorityThreadPoolExecutor(max_workers=3, clock=counting)
     clock.attach(pool)
     try:
         everyone = threading.Barrier(3)
@@ -916,16 +1033,20 @@ def test_an_idle_pool_has_every_thread_parked(clock: FakeClock, gate: Gate) -> N
         expired = pool.submit(abs, -1, timeout=1.0)
         clock.advance(1.0)
         assert wait([expired], timeout=TIMEOUT).not_done == set()
+        assert expired.cancelled()
         gate.open()
         wait_until(lambda: all_parked(pool), "every worker is parked")
+        # Every worker is blocked on its own park lock, with no timeout.
         scheduler = pool._scheduler
         with scheduler.lock:
-            # Every worker is blocked on its own park lock, with no timeout; the timer has
-            # no deadline to wait for, so it blocks with no timeout too. Nothing polls.
             assert len(scheduler.idle) == len(pool._threads) == 3
-            assert len(scheduler.queue) == 0
-            assert scheduler.timer_target is None
-            assert scheduler.timer_thread is not None
+        assert len(pool_threads(pool)) == 4  # and the timer
+        # The timer, with no deadline to wait for, does not wake: it would read the clock.
+        # (An observation window, not a synchronisation.)
+        readings = counting.readings
+        threading.Event().wait(0.2)
+        assert counting.readings == readings
+        assert all_parked(pool)
         pool._check_invariants()
     finally:
         pool.shutdown()

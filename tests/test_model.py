@@ -8,14 +8,18 @@ Two models:
   claim exactly one more: the best queued entry. Operations are drawn at random (submit with
   a random priority and timeout, cancel a random future, advance the clock, release the
   running task, advance and release at once so that the timer and the worker race to expire
-  the same entries, shutdown with or without ``cancel_futures``) and, after each, the pool
-  must agree with a sorted list: best = highest priority, then earliest submission; a task
-  has expired once ``clock >= submit time + timeout``. After every step the test compares
-  the state of every future, the order in which tasks ran, the queue length, and calls
-  ``pool._check_invariants()``.
-* The queue alone. ``_queue.TaskQueue`` driven from one thread with no pool (push, pop,
-  remove, pop_due, drain, requeue, next_deadline, find) against a plain list, with
-  ``_check_invariants()`` after every step and ``COMPACT_SLACK`` varied so compaction runs often.
+  the same entries, ``set_priority``, ``pause``/``resume``, shutdown with or without
+  ``cancel_futures``) and, after each, the pool must agree with a sorted list: best =
+  highest priority (or, with ``ageing``, smallest ``submit time - priority * ageing``), then
+  earliest submission or move; a task has expired once ``clock >= submit time + timeout``;
+  with ``max_queued`` a submit to a full queue raises ``QueueFullError`` or evicts the
+  worst task. Each seed picks one of ``CONFIGS``. After every step the test compares the
+  state of every future, the order in which tasks ran, the queue length, ``statistics()``,
+  and calls ``pool._check_invariants()``.
+* The queue alone. ``_queue.TaskQueue`` (strict priority) and ``_queue.HeapQueue`` (ageing)
+  driven from one thread with no pool (push, pop, remove, pop_due, drain, requeue, worst,
+  next_deadline, find) against a plain list sorted by ``(key, seq)``, with
+  ``_check_invariants()`` after every step and ``COMPACT_SLACK`` varied so sweeps run often.
 
 A failure names its seed and the operations that led to it; rerun a single seed with
 ``-k 'seed_17]'`` (fast run) or ``-m slow -k 'seed_1017]'``.
@@ -24,17 +28,20 @@ A failure names its seed and the operations that led to it; rerun a single seed 
 from __future__ import annotations
 
 import random
+import re
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import pytest
 from conftest import TIMEOUT, FakeClock
 
-from priority_executor import Priority, PriorityThreadPoolExecutor, _queue
-from priority_executor._policy import sort_key
-from priority_executor._queue import Entry, TaskQueue
+from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
+from priority_executor._policy import Number, aged_key, sort_key
+from priority_executor._queue import Entry, HeapQueue, QueueBase, TaskQueue
+from priority_executor._scheduler import WhenFull
 
 #: Seeds of the default run, and operations per seed.
 FAST_SEEDS = range(50)
@@ -42,8 +49,8 @@ FAST_STEPS = 40
 #: Seeds of the ``-m slow`` run, and operations per seed.
 SLOW_SEEDS = range(1000, 1600)
 SLOW_STEPS = 150
-#: Seeds of the single-threaded TaskQueue model (default run), and operations per seed.
-QUEUE_SEEDS = range(200)
+#: Seeds of the single-threaded queue model (default run, each for both queues), and steps.
+QUEUE_SEEDS = range(100)
 QUEUE_STEPS = 300
 
 Prio = Union[int, float, Priority]
@@ -95,6 +102,26 @@ def figures() -> Iterator[Figures]:
 # -- the pool against a sorted list ----------------------------------------------------------
 
 
+class Config(NamedTuple):
+    """A pool configuration the model knows how to predict."""
+
+    name: str
+    ageing: Optional[float] = None
+    max_queued: Optional[int] = None
+    when_full: WhenFull = "block"
+
+
+CONFIGS = [
+    Config("strict"),
+    Config("strict"),
+    Config("ageing", ageing=0.5),
+    Config("ageing", ageing=2.0),
+    Config("max_queued-raise", max_queued=3, when_full="raise"),
+    Config("max_queued-evict", max_queued=3, when_full="evict"),
+    Config("ageing-evict", ageing=1.0, max_queued=4, when_full="evict"),
+]
+
+
 class GateTask:
     """A task that records that it ran, then blocks until the test releases it."""
 
@@ -117,41 +144,67 @@ class GateTask:
 
 class ModelEntry:
     def __init__(
-        self, ident: int, priority: Prio, seq: int, deadline: Optional[float], task: GateTask
+        self,
+        ident: int,
+        priority: Prio,
+        queued_at: float,
+        deadline: Optional[float],
+        task: GateTask,
     ) -> None:
         self.ident = ident
         self.priority = priority
-        self.seq = seq
+        self.queued_at = queued_at
         self.deadline = deadline
         self.task = task
+        self.key: Number = 0
+        self.seq = 0
 
 
-QUEUED, RUNNING, RAN, CANCELLED, EXPIRED, DRAINED = (
+QUEUED, RUNNING, RAN, CANCELLED, EXPIRED, DRAINED, EVICTED = (
     "queued",
     "running",
     "ran",
     "cancelled",
     "expired",
     "drained",
+    "evicted",
 )
 
 
 class PoolModel:
-    """The reference: what one worker, a priority order and a clock must produce."""
+    """The reference: what one worker, an order of keys and a clock must produce.
 
-    def __init__(self, now: float) -> None:
+    The key of a task is ``-priority``, or with ageing ``submit time - priority * ageing``;
+    the smallest ``(key, seq)`` runs first, and ``seq`` counts submissions and moves.
+    """
+
+    def __init__(self, now: float, config: Config) -> None:
         self.now = now
+        self.config = config
         self.queued: list[ModelEntry] = []
         self.running: Optional[ModelEntry] = None
         self.state: dict[int, str] = {}
         self.order: list[int] = []  # tasks in the order they started
+        self.paused = False
         self.shutdown = False
         self.seq = 0
+        self.rejected = 0
+
+    def place(self, entry: ModelEntry) -> None:
+        """Give ``entry`` its key for its priority, behind everything placed before."""
+        ageing = self.config.ageing
+        if ageing is None:
+            entry.key = -entry.priority
+        else:
+            entry.key = entry.queued_at - entry.priority * ageing
+        entry.seq = self.seq
+        self.seq += 1
 
     def best(self) -> Optional[ModelEntry]:
-        if not self.queued:
-            return None
-        return min(self.queued, key=lambda e: (-e.priority, e.seq))
+        return min(self.queued, key=lambda e: (e.key, e.seq)) if self.queued else None
+
+    def worst(self) -> Optional[ModelEntry]:
+        return max(self.queued, key=lambda e: (e.key, e.seq)) if self.queued else None
 
     def expire_due(self) -> list[ModelEntry]:
         due = [e for e in self.queued if e.deadline is not None and self.now >= e.deadline]
@@ -161,13 +214,17 @@ class PoolModel:
         return due
 
     def start_next(self) -> Optional[ModelEntry]:
-        entry = self.best()
+        """The worker, free now, takes the best queued task (none while paused)."""
+        entry = None if self.paused else self.best()
         if entry is not None:
             self.queued.remove(entry)
             self.state[entry.ident] = RUNNING
             self.order.append(entry.ident)
         self.running = entry
         return entry
+
+    def count(self, *states: str) -> int:
+        return sum(state in states for state in self.state.values())
 
 
 class PoolHarness:
@@ -176,22 +233,29 @@ class PoolHarness:
     def __init__(self, seed: int, clock: FakeClock) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self.config = self.rng.choice(CONFIGS)
         self.clock = clock
-        self.pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock)
+        self.pool = PriorityThreadPoolExecutor(
+            max_workers=1,
+            clock=clock,
+            ageing=self.config.ageing,
+            max_queued=self.config.max_queued,
+            when_full=self.config.when_full,
+        )
         clock.attach(self.pool)
-        self.model = PoolModel(clock.now)
+        self.model = PoolModel(clock.now, self.config)
         self.order: list[int] = []
         self.futures: dict[int, Future[int]] = {}
         self.tasks: dict[int, GateTask] = {}
         self.raises: dict[int, bool] = {}
-        self.log: list[str] = []
-        self.rejected = 0
+        self.log: list[str] = [f"config {self.config}"]
 
     # -- operations ------------------------------------------------------------------------
 
     def submit(self) -> None:
         rng = self.rng
         model = self.model
+        config = self.config
         ident = len(self.tasks)
         priority = rng.choice(PRIORITIES)
         timeout = rng.choice(TIMEOUTS)
@@ -200,24 +264,48 @@ class PoolHarness:
         task = GateTask(ident, self.order, raises)
         self.tasks[ident] = task
         self.raises[ident] = raises
+        deadline = None if timeout is None else model.now + timeout
+        entry = ModelEntry(ident, priority, model.now, deadline, task)
+        evicted = None
         if model.shutdown:
-            with pytest.raises(RuntimeError, match=r"^cannot schedule new futures after shutdown$"):
+            refusal: Optional[tuple[type[Exception], str]] = (
+                RuntimeError,
+                "cannot schedule new futures after shutdown",
+            )
+        elif timeout == 0.0 or config.max_queued is None or len(model.queued) < config.max_queued:
+            refusal = None
+        else:
+            model.place(entry)
+            worst = model.worst()
+            if config.when_full == "evict" and worst is not None and entry.key < worst.key:
+                refusal, evicted = None, worst
+            else:
+                refusal = (
+                    QueueFullError,
+                    f"cannot queue the task: max_queued={config.max_queued} tasks wait",
+                )
+        if refusal is not None:
+            error, message = refusal
+            with pytest.raises(error, match="^" + re.escape(message) + "$"):
                 self.pool.submit(task, priority=priority, timeout=timeout)
-            self.rejected += 1
+            model.rejected += 1
             del self.tasks[ident]
             return
         future = self.pool.submit(task, priority=priority, timeout=timeout)
         self.futures[ident] = future
-        deadline = None if timeout is None else model.now + timeout
-        entry = ModelEntry(ident, priority, model.seq, deadline, task)
-        model.seq += 1
         if timeout == 0.0:
             model.state[ident] = EXPIRED
             assert future.cancelled(), "a timeout=0 task was not cancelled at submit"
             return
+        if evicted is not None:
+            model.queued.remove(evicted)
+            model.state[evicted.ident] = EVICTED
+            assert self.futures[evicted.ident].cancelled(), f"#{evicted.ident} not evicted"
+        else:
+            model.place(entry)
         model.state[ident] = QUEUED
         model.queued.append(entry)
-        if model.running is None:
+        if model.running is None and not model.paused:
             started = model.start_next()
             assert started is entry
             assert task.started.wait(TIMEOUT), f"idle worker did not start #{ident}"
@@ -228,12 +316,43 @@ class PoolHarness:
         ident = self.rng.choice(sorted(self.futures))
         self.log.append(f"cancel #{ident}")
         state = self.model.state[ident]
-        expected = state in (QUEUED, CANCELLED, EXPIRED, DRAINED)
+        expected = state in (QUEUED, CANCELLED, EXPIRED, DRAINED, EVICTED)
         assert self.futures[ident].cancel() is expected, f"cancel() of a {state} task"
         if state == QUEUED:
             entry = next(e for e in self.model.queued if e.ident == ident)
             self.model.queued.remove(entry)
             self.model.state[ident] = CANCELLED
+
+    def set_priority(self) -> None:
+        if not self.futures:
+            return
+        ident = self.rng.choice(sorted(self.futures))
+        priority = self.rng.choice(PRIORITIES)
+        self.log.append(f"set_priority #{ident} {priority!r}")
+        model = self.model
+        queued = next((e for e in model.queued if e.ident == ident), None)
+        moved = self.pool.set_priority(self.futures[ident], priority)
+        assert moved is (queued is not None), f"set_priority of a {model.state[ident]} task"
+        if queued is not None:
+            queued.priority = priority
+            model.place(queued)
+
+    def pause(self) -> None:
+        self.log.append("pause")
+        self.pool.pause()
+        self.model.paused = True
+
+    def resume(self) -> None:
+        self.log.append("resume")
+        self.pool.resume()
+        self.model.paused = False
+        self.start_if_idle()
+
+    def start_if_idle(self) -> None:
+        if self.model.running is None:
+            entry = self.model.start_next()
+            if entry is not None:
+                assert entry.task.started.wait(TIMEOUT), f"idle worker did not start #{entry.ident}"
 
     def advance(self, release: bool = False) -> None:
         dt = self.rng.choice(ADVANCES)
@@ -273,9 +392,10 @@ class PoolHarness:
     def shutdown(self) -> None:
         model = self.model
         cancel_futures = self.rng.random() < 0.5
-        idle = model.running is None
+        idle = model.running is None and (cancel_futures or not model.queued)
         self.log.append(f"shutdown(wait={idle}, cancel_futures={cancel_futures})")
         model.shutdown = True
+        model.paused = False  # shutdown resumes a paused pool
         drained = []
         if cancel_futures:
             drained, model.queued = model.queued, []
@@ -284,6 +404,7 @@ class PoolHarness:
         self.pool.shutdown(wait=idle, cancel_futures=cancel_futures)
         for entry in drained:
             assert self.futures[entry.ident].cancelled(), "shutdown did not cancel a queued task"
+        self.start_if_idle()
 
     def settle(self, due: list[ModelEntry]) -> None:
         """Wait until the expiries the model expects have happened."""
@@ -324,10 +445,52 @@ class PoolHarness:
         # wait() sees every finished future, so cancelled ones woke their waiters.
         _done, not_done = wait(finished, timeout=0)
         assert not not_done, f"{len(not_done)} done futures not seen by wait()"
+        self.check_statistics(final=False)
+
+    def check_statistics(self, *, final: bool) -> None:
+        """``statistics()`` agrees with the model.
+
+        A worker counts a task's outcome when it next takes the lock, a moment after the
+        future is done; until then the task still counts as running. So between steps only
+        ``completed + failed + running`` is exact; after shutdown(wait=True) each one is.
+        """
+        model = self.model
+        stats = self.pool.statistics()
+        queued_by_priority = Counter(e.priority for e in model.queued)
+        started = model.count(RAN, RUNNING)
+        reported = {
+            "submitted": stats.submitted,
+            "rejected": stats.rejected,
+            "queued": stats.queued,
+            "queued_by_priority": dict(stats.queued_by_priority),
+            "cancelled": stats.cancelled,
+            "expired": stats.expired,
+            "started": stats.completed + stats.failed + stats.running,
+            "paused": stats.paused,
+        }
+        expected = {
+            "submitted": len(self.futures),
+            "rejected": model.rejected,
+            "queued": len(model.queued),
+            "queued_by_priority": dict(queued_by_priority),
+            "cancelled": model.count(CANCELLED, DRAINED, EVICTED),
+            "expired": model.count(EXPIRED),
+            "started": started,
+            "paused": model.paused,
+        }
+        if final:
+            failed = sum(self.raises[i] for i, s in model.state.items() if s == RAN)
+            reported.update(completed=stats.completed, failed=stats.failed, running=stats.running)
+            expected.update(completed=started - failed, failed=failed, running=0)
+        assert reported == expected, "statistics() differs from the model"
 
     def step(self, shutdown: bool) -> None:
         ops = [self.submit] * 5 + [self.cancel, self.cancel, self.advance, self.advance]
-        ops += [self.release] * 3 + [lambda: self.advance(release=True)]
+        ops += [self.release] * 3 + [lambda: self.advance(release=True), self.set_priority]
+        if self.model.paused:
+            ops.append(self.resume)
+        elif not self.model.shutdown:  # pausing a pool that was shut down: see test_faults
+            ops.append(self.pause)
         (self.shutdown if shutdown else self.rng.choice(ops))()
         self.check()
 
@@ -344,6 +507,7 @@ class PoolHarness:
         assert not self.model.queued
         assert all(f.done() for f in self.futures.values()), "a future is not done at the end"
         self.check()
+        self.check_statistics(final=True)
 
 
 def run_pool_model(seed: int, steps: int, clock: FakeClock, figures: Figures) -> None:
@@ -355,19 +519,22 @@ def run_pool_model(seed: int, steps: int, clock: FakeClock, figures: Figures) ->
             harness.step(shutdown=step == shutdown_at)
         harness.finish_all()
     except (AssertionError, pytest.fail.Exception) as exc:
-        recent = "\n  ".join(harness.log[-15:])
-        pytest.fail(f"seed {seed}: {exc}\nlast operations:\n  {recent}", pytrace=True)
+        recent = "\n  ".join(harness.log[-20:])
+        pytest.fail(
+            f"seed {seed} ({harness.config}): {exc}\nlast operations:\n  {recent}", pytrace=True
+        )
     finally:
         for task in harness.tasks.values():
             task.released.set()
         harness.pool.shutdown(wait=True, cancel_futures=True)
-    states = list(harness.model.state.values())
+    model = harness.model
     figures.add("pool_seeds", 1)
-    figures.add("pool_operations", len(harness.log))
-    figures.add("pool_tasks_ran", states.count(RAN))
-    figures.add("pool_tasks_expired", states.count(EXPIRED))
-    figures.add("pool_tasks_cancelled", states.count(CANCELLED) + states.count(DRAINED))
-    figures.add("pool_submits_rejected", harness.rejected)
+    figures.add(f"pool_seeds_{harness.config.name}", 1)
+    figures.add("pool_operations", len(harness.log) - 1)
+    figures.add("pool_tasks_ran", model.count(RAN))
+    figures.add("pool_tasks_expired", model.count(EXPIRED))
+    figures.add("pool_tasks_cancelled", model.count(CANCELLED, DRAINED, EVICTED))
+    figures.add("pool_submits_rejected", model.rejected)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS, ids=[f"seed_{s}" for s in FAST_SEEDS])
@@ -393,11 +560,17 @@ def noop() -> None:
 
 
 class QueueHarness:
-    """Drives a TaskQueue and a list of ``[key, seq, deadline, entry]`` with the same operations."""
+    """Drives a queue and a list of ``(key, seq, deadline, entry)`` with the same operations.
 
-    def __init__(self, seed: int) -> None:
+    ``TaskQueue`` (strict priority) gets the keys the pool gives it, ``-priority``;
+    ``HeapQueue`` (ageing) gets aged keys, ``queued_at - priority * ageing``, from a few
+    submission times and rates so that ties are frequent.
+    """
+
+    def __init__(self, seed: int, queue: QueueBase) -> None:
         self.rng = random.Random(seed)
-        self.queue = TaskQueue()
+        self.queue = queue
+        self.aged = isinstance(queue, HeapQueue)
         self.ref: list[tuple[Any, int, Optional[float], Entry]] = []
         self.next_seq = 0
         self.futures: list[Future[Any]] = []
@@ -415,13 +588,21 @@ class QueueHarness:
     def random_live(self) -> Optional[tuple[Any, int, Optional[float], Entry]]:
         return self.rng.choice(self.ref) if self.ref else None
 
+    def key(self, priority: Prio) -> Number:
+        if not self.aged:
+            return sort_key(priority)
+        if priority in (float("inf"), -float("inf")) or abs(priority) > 1e6:
+            priority = 3  # inf * ageing and inf - inf are no sort keys; ageing refuses none
+        queued_at = self.rng.choice([0.0, 0.5, 1.0, 1.0, 2.0])
+        return aged_key(priority, queued_at, self.rng.choice([0.25, 0.5, 1.0]))
+
     def push(self) -> None:
         rng = self.rng
         future: Future[Any] = Future()
         priority = rng.choice(PRIORITIES)
         deadline = rng.choice([None, None, 1.0, 2.0, 2.0, 3.5, 10.0])
         entry = Entry(future, noop, (), {}, priority, deadline)
-        key = sort_key(priority)
+        key = self.key(priority)
         self.log.append(f"push priority={priority!r} deadline={deadline!r}")
         self.queue.push(entry, key)
         assert entry.seq == self.next_seq, "push gave an unexpected sequence number"
@@ -467,8 +648,8 @@ class QueueHarness:
         if item is None:
             return
         priority = self.rng.choice(PRIORITIES)
-        key = sort_key(priority)
-        self.log.append(f"requeue seq {item[1]} priority={priority!r}")
+        key = self.key(priority)
+        self.log.append(f"requeue seq {item[1]} key={key!r}")
         future = item[3].future
         successor = self.queue.requeue(item[3], key)
         # The task continues in a successor entry; the old one is a tombstone.
@@ -479,6 +660,19 @@ class QueueHarness:
         self.ref.append((key, self.next_seq, item[2], successor))
         self.entry_of[id(future)] = successor
         self.next_seq += 1
+
+    def evict(self) -> None:
+        """What the pool does when full: find the entry that would run last, remove it."""
+        self.log.append("evict")
+        expected = max(self.ref, key=lambda item: item[:2]) if self.ref else None
+        got = self.queue.worst()
+        if expected is None:
+            assert got is None, "worst() of an empty queue returned an entry"
+            return
+        assert got is expected[3], f"worst() returned seq {got and got.seq}, expected {expected[1]}"
+        self.queue.remove(got)
+        self.ref.remove(expected)
+        self.leave(got)
 
     def drain(self) -> None:
         self.log.append("drain")
@@ -503,7 +697,7 @@ class QueueHarness:
 
     def step(self, growing: bool) -> None:
         ops = [self.push] * (6 if growing else 1) + [self.pop, self.remove] * (1 if growing else 3)
-        ops += [self.pop_due, self.requeue, self.look, self.look]
+        ops += [self.pop_due, self.requeue, self.evict, self.look, self.look]
         if self.rng.random() < 0.01:
             ops = [self.drain]
         self.rng.choice(ops)()
@@ -512,13 +706,14 @@ class QueueHarness:
         assert len(self.queue) == len(self.ref), "len"
 
 
+@pytest.mark.parametrize("kind", [TaskQueue, HeapQueue], ids=["buckets", "heap"])
 @pytest.mark.parametrize("seed", QUEUE_SEEDS, ids=[f"seed_{s}" for s in QUEUE_SEEDS])
-def test_task_queue_matches_a_sorted_list(
-    seed: int, monkeypatch: pytest.MonkeyPatch, figures: Figures
+def test_queue_matches_a_sorted_list(
+    seed: int, kind: type[QueueBase], monkeypatch: pytest.MonkeyPatch, figures: Figures
 ) -> None:
     rng = random.Random(-seed)
     monkeypatch.setattr(_queue, "COMPACT_SLACK", rng.choice([0, 1, 3, 8, 64]))
-    harness = QueueHarness(seed)
+    harness = QueueHarness(seed, kind())
     growing = True
     try:
         for step in range(QUEUE_STEPS):
@@ -526,7 +721,7 @@ def test_task_queue_matches_a_sorted_list(
                 growing = not growing if step else True
             harness.step(growing)
     except AssertionError as exc:
-        recent = "\n  ".join(harness.log[-15:])
+        recent = "\n  ".join(harness.log[-20:])
         pytest.fail(
             f"seed {seed} (COMPACT_SLACK={_queue.COMPACT_SLACK}): {exc}\n"
             f"last operations:\n  {recent}"

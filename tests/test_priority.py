@@ -1,5 +1,5 @@
 """What only PriorityThreadPoolExecutor does: priorities, queue deadlines, prompt cancellation,
-the options view and heap compaction.
+the options view and compaction of the queue's storage.
 
 Order is observed with a gate: one worker (``max_workers=1``) is held by a task waiting on an
 event, the work under test is queued behind it, the gate opens, and the order in which the
@@ -30,8 +30,8 @@ from fractions import Fraction
 from typing import Any, Callable, TypeVar, cast
 
 import pytest
-from conftest import TIMEOUT, FakeClock, Gate
 
+from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
 from priority_executor._queue import COMPACT_SLACK
 
@@ -82,14 +82,14 @@ def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:
 
 @contextmanager
 def held_pool(
-    gate: Gate, clock: FakeClock | None = None, *, attach: bool = True, max_workers: int = 1
+    gate: Gate, clock: FakeClock | None = None, *, attach: bool = True
 ) -> Iterator[PriorityThreadPoolExecutor]:
-    """A pool whose first worker is held by ``gate`` until the test opens it.
+    """A one-worker pool whose worker is held by ``gate`` until the test opens it.
 
     On the way out the gate opens before the pool shuts down, so a failing test never waits
     for the gate to time out. With ``attach``, moving ``clock`` wakes the pool's timer.
     """
-    pool = PriorityThreadPoolExecutor(max_workers, clock=clock or time.monotonic)
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock or time.monotonic)
     if clock is not None and attach:
         clock.attach(pool)
     try:
@@ -675,7 +675,7 @@ def test_shutdown_without_cancel_runs_queued_tasks_in_priority_order(gate: Gate)
     assert record.ran == [2, 2, 1, 0]
 
 
-def test_shutdown_wait_from_inside_a_task_waits_for_the_other_workers() -> None:
+def test_shutdown_wait_from_inside_a_task_returns_without_waiting_for_the_pool() -> None:
     release = threading.Event()
     other_started = threading.Event()
 
@@ -684,20 +684,24 @@ def test_shutdown_wait_from_inside_a_task_waits_for_the_other_workers() -> None:
         assert release.wait(TIMEOUT)
         return "other"
 
+    def stop_pool() -> str:
+        # A pool thread cannot wait for the pool; the standard pool raises or deadlocks here.
+        pool.shutdown(wait=True)
+        return "returned"
+
     pool = PriorityThreadPoolExecutor(max_workers=2)
     try:
         other_future = pool.submit(other)
         assert other_started.wait(TIMEOUT)
-
-        def stop_pool() -> bool:
-            release.set()
-            pool.shutdown(wait=True)  # must not try to join its own thread
-            return other_future.done()
-
-        assert pool.submit(stop_pool).result(timeout=TIMEOUT) is True
+        assert pool.submit(stop_pool).result(timeout=TIMEOUT) == "returned"
+        assert not other_future.done()  # it returned while the other worker was still busy
+        assert pool._shutdown
+        release.set()
+        assert other_future.result(timeout=TIMEOUT) == "other"
     finally:
         release.set()
         pool.shutdown()
+    assert not any(t.is_alive() for t in pool._threads)
 
 
 # -- the options view -----------------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""Unit tests of ``priority_executor._queue.TaskQueue``: no pool, no threads.
+"""Unit tests of the queues in ``priority_executor._queue``: no pool, no threads.
 
-Every operation goes through :class:`CheckedQueue`, which runs ``_check_invariants()`` after
-each call, so a test that drives the queue also checks it after every step. The last tests
-corrupt a queue on purpose to show that the checker can fail.
+Both orderings, :class:`TaskQueue` (a FIFO bucket per key) and :class:`HeapQueue` (one heap),
+promise the same thing: entries come out by ``(key, submission order)``. The ``queue``
+fixture runs each shared test against both. Every operation goes through
+:class:`CheckedQueue`, which runs ``_check_invariants()`` after each call, so a test that
+drives a queue also checks it after every step. The last tests corrupt a queue on purpose to
+show that the checker can fail.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Optional
 import pytest
 
 from priority_executor._policy import Number
-from priority_executor._queue import COMPACT_SLACK, GONE, Entry, TaskQueue
+from priority_executor._queue import COMPACT_SLACK, Entry, HeapQueue, QueueBase, TaskQueue
 
 
 def exact(message: str) -> str:
@@ -40,8 +43,8 @@ def tag_of(entry: Optional[Entry]) -> object:
 class CheckedQueue:
     """A TaskQueue whose invariants are checked after every operation."""
 
-    def __init__(self) -> None:
-        self.queue = TaskQueue()
+    def __init__(self, queue: QueueBase) -> None:
+        self.queue = queue
         self.queue._check_invariants()
 
     def __len__(self) -> int:
@@ -57,6 +60,11 @@ class CheckedQueue:
 
     def pop(self) -> Optional[Entry]:
         entry = self.queue.pop()
+        self.queue._check_invariants()
+        return entry
+
+    def worst(self) -> Optional[Entry]:
+        entry = self.queue.worst()
         self.queue._check_invariants()
         return entry
 
@@ -90,16 +98,21 @@ class CheckedQueue:
         self.queue._check_invariants()
         return drained
 
-    def storage(self) -> int:
-        """Entries held in the buckets, tombstones included."""
-        return sum(len(bucket) for bucket in self.queue.buckets.values())
+    def stored(self) -> int:
+        """Entries held, tombstones included (the checker compares it with the real count)."""
+        return self.queue.stored
+
+
+@pytest.fixture(params=[TaskQueue, HeapQueue], ids=["buckets", "heap"])
+def queue(request: pytest.FixtureRequest) -> CheckedQueue:
+    queue_class: type[QueueBase] = request.param
+    return CheckedQueue(queue_class())
 
 
 # -- push and pop ---------------------------------------------------------------------------
 
 
-def test_empty_queue_has_nothing_to_give() -> None:
-    queue = CheckedQueue()
+def test_empty_queue_has_nothing_to_give(queue: CheckedQueue) -> None:
     assert len(queue) == 0
     assert queue.pop() is None
     assert queue.next_deadline() is None
@@ -107,23 +120,22 @@ def test_empty_queue_has_nothing_to_give() -> None:
     assert queue.drain() == []
 
 
-def test_pop_returns_the_smallest_key_first() -> None:
-    queue = CheckedQueue()
+def test_pop_returns_the_smallest_key_first(queue: CheckedQueue) -> None:
     for key in (3, 1, 2, -5, 0.5):
         queue.add(key, key)
     assert queue.pop_tags() == [-5, 0.5, 1, 2, 3]
     assert len(queue) == 0
 
 
-def test_equal_keys_pop_in_push_order() -> None:
-    queue = CheckedQueue()
+def test_equal_keys_pop_in_push_order(queue: CheckedQueue) -> None:
     for i in range(100):
         queue.add(i, key=-1)
     assert queue.pop_tags() == list(range(100))
 
 
-def test_int_and_float_keys_that_compare_equal_share_one_submission_order() -> None:
-    queue = CheckedQueue()
+def test_int_and_float_keys_that_compare_equal_share_one_submission_order(
+    queue: CheckedQueue,
+) -> None:
     queue.add("int", -1)
     queue.add("float", -1.0)
     queue.add("int again", -1)
@@ -132,8 +144,7 @@ def test_int_and_float_keys_that_compare_equal_share_one_submission_order() -> N
     assert queue.pop_tags() == ["int", "float", "int again", "zero", "negative zero"]
 
 
-def test_infinite_and_huge_keys_order_exactly() -> None:
-    queue = CheckedQueue()
+def test_infinite_and_huge_keys_order_exactly(queue: CheckedQueue) -> None:
     queue.add("+inf", math.inf)
     queue.add("huge int", 10**30)
     queue.add("nearest float", 1e30)  # exactly 10**30 + 19884624838656: a larger key
@@ -142,9 +153,8 @@ def test_infinite_and_huge_keys_order_exactly() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_pops_follow_key_then_push_order(seed: int) -> None:
+def test_pops_follow_key_then_push_order(queue: CheckedQueue, seed: int) -> None:
     rng = random.Random(seed)
-    queue = CheckedQueue()
     keys = [rng.choice([-2, -1, 0, 0.5, 1, 3]) for _ in range(200)]
     for i, key in enumerate(keys):
         queue.add(i, key)
@@ -152,8 +162,7 @@ def test_pops_follow_key_then_push_order(seed: int) -> None:
     assert queue.pop_tags() == expected, f"seed={seed}"
 
 
-def test_push_after_emptying_reuses_the_queue() -> None:
-    queue = CheckedQueue()
+def test_push_after_emptying_reuses_the_queue(queue: CheckedQueue) -> None:
     queue.add("a", 1)
     assert queue.pop_tags() == ["a"]
     queue.add("b", 1)
@@ -162,8 +171,7 @@ def test_push_after_emptying_reuses_the_queue() -> None:
     assert queue.pop_tags() == ["b", "d", "c"]
 
 
-def test_len_and_find_track_live_entries() -> None:
-    queue = CheckedQueue()
+def test_len_and_find_track_live_entries(queue: CheckedQueue) -> None:
     a = queue.add("a")
     b = queue.add("b")
     assert len(queue) == 2
@@ -177,13 +185,12 @@ def test_len_and_find_track_live_entries() -> None:
     assert len(queue) == 0
 
 
-def test_popped_entry_still_holds_its_task_until_taken() -> None:
-    queue = CheckedQueue()
+def test_popped_entry_still_holds_its_task_until_taken(queue: CheckedQueue) -> None:
     entry = queue.add("payload")
     future = entry.future
     popped = queue.pop()
     assert popped is entry
-    assert entry.seq == GONE
+    assert not entry.queued
     assert entry.take() == (future, task, ("payload",), {})
     for name in ("future", "fn", "args", "kwargs"):
         assert not hasattr(entry, name), f"a taken entry still holds {name}"
@@ -192,21 +199,21 @@ def test_popped_entry_still_holds_its_task_until_taken() -> None:
 # -- remove ---------------------------------------------------------------------------------
 
 
-def test_removed_entry_is_skipped_by_pop() -> None:
-    queue = CheckedQueue()
+def test_removed_entry_is_skipped_by_pop(queue: CheckedQueue) -> None:
     a = queue.add("a")
     b = queue.add("b")
     c = queue.add("c")
     queue.remove(b)
-    assert b.seq == GONE
+    assert not b.queued
     assert not b.future.done()  # the queue never settles a future; the scheduler does
     assert queue.pop() is a
     assert queue.pop() is c
     assert queue.pop() is None
 
 
-def test_removing_every_entry_of_the_best_key_falls_through_to_the_next() -> None:
-    queue = CheckedQueue()
+def test_removing_every_entry_of_the_best_key_falls_through_to_the_next(
+    queue: CheckedQueue,
+) -> None:
     best = [queue.add(f"best {i}", -1) for i in range(3)]
     queue.add("next", 0)
     for entry in best:
@@ -214,27 +221,25 @@ def test_removing_every_entry_of_the_best_key_falls_through_to_the_next() -> Non
     assert queue.pop_tags() == ["next"]
 
 
-def test_removing_most_entries_compacts_storage() -> None:
+def test_removing_most_entries_compacts_storage(queue: CheckedQueue) -> None:
     rng = random.Random(3)
-    queue = CheckedQueue()
     entries = [queue.add(i, rng.randint(-3, 3), 10.0 if i % 2 else None) for i in range(400)]
     victims = rng.sample(entries, 360)
     for entry in victims:
         queue.remove(entry)
         live = len(queue)
-        assert queue.queue.stored <= 2 * live + COMPACT_SLACK
-        assert queue.storage() <= 2 * live + COMPACT_SLACK
+        assert queue.stored() <= 2 * live + COMPACT_SLACK
         assert len(queue.queue.deadlines) <= 2 * queue.queue.deadline_count + COMPACT_SLACK
     assert len(queue) == 40
-    survivors = sorted((e for e in entries if e.seq != GONE), key=lambda e: (e.key, e.seq))
+    order = {id(e): i for i, e in enumerate(entries)}  # submission order
+    survivors = sorted((e for e in entries if e.queued), key=lambda e: (e.key, order[id(e)]))
     assert queue.pop_tags() == [tag_of(e) for e in survivors]
 
 
 # -- deadlines ------------------------------------------------------------------------------
 
 
-def test_next_deadline_is_the_earliest_live_deadline() -> None:
-    queue = CheckedQueue()
+def test_next_deadline_is_the_earliest_live_deadline(queue: CheckedQueue) -> None:
     queue.add("none")
     five = queue.add("five", deadline=5.0)
     three = queue.add("three", deadline=3.0)
@@ -246,8 +251,9 @@ def test_next_deadline_is_the_earliest_live_deadline() -> None:
     assert queue.next_deadline() == 9.0
 
 
-def test_pop_due_returns_entries_whose_deadline_has_come_in_deadline_order() -> None:
-    queue = CheckedQueue()
+def test_pop_due_returns_entries_whose_deadline_has_come_in_deadline_order(
+    queue: CheckedQueue,
+) -> None:
     queue.add("ten", deadline=10.0)
     queue.add("five", deadline=5.0)
     queue.add("none")
@@ -262,8 +268,7 @@ def test_pop_due_returns_entries_whose_deadline_has_come_in_deadline_order() -> 
     assert queue.pop_tags() == ["none"]
 
 
-def test_pop_due_skips_entries_that_already_left() -> None:
-    queue = CheckedQueue()
+def test_pop_due_skips_entries_that_already_left(queue: CheckedQueue) -> None:
     popped = queue.add("popped", key=-1, deadline=1.0)
     removed = queue.add("removed", deadline=2.0)
     queue.add("due", deadline=3.0)
@@ -273,31 +278,53 @@ def test_pop_due_skips_entries_that_already_left() -> None:
     assert len(queue) == 0
 
 
-def test_infinite_deadline_is_never_due() -> None:
-    queue = CheckedQueue()
+def test_infinite_deadline_is_never_due(queue: CheckedQueue) -> None:
     queue.add("forever", deadline=math.inf)
     assert queue.pop_due(1e308) == []
     assert queue.next_deadline() == math.inf
     assert queue.pop_tags() == ["forever"]
 
 
-def test_mass_expiry_compacts_storage() -> None:
-    queue = CheckedQueue()
+def test_mass_expiry_compacts_storage(queue: CheckedQueue) -> None:
     for i in range(500):
         queue.add(i, key=i % 5, deadline=float(i))
     queue.add("stays")
     due = queue.pop_due(449.0)
     assert [tag_of(e) for e in due] == list(range(450))
     assert len(queue) == 51
-    assert queue.storage() <= 2 * 51 + COMPACT_SLACK
+    assert queue.stored() <= 2 * 51 + COMPACT_SLACK
     assert len(queue.queue.deadlines) <= 2 * 50 + COMPACT_SLACK
+
+
+# -- worst ----------------------------------------------------------------------------------
+
+
+def test_worst_is_the_entry_that_would_run_last(queue: CheckedQueue) -> None:
+    assert queue.worst() is None
+    queue.add("best", -1)
+    first_in = queue.add("worst key, first in", 2)
+    queue.add("middle", 0)
+    last_in = queue.add("worst key, last in", 2)
+    assert queue.worst() is last_in
+    assert len(queue) == 4  # worst() only looks
+    queue.remove(last_in)
+    assert queue.worst() is first_in
+    queue.remove(first_in)
+    assert queue.pop_tags() == ["best", "middle"]
+    assert queue.worst() is None
+
+
+def test_worst_skips_entries_that_already_left(queue: CheckedQueue) -> None:
+    kept = queue.add("kept", 0)
+    removed = queue.add("removed", 1, deadline=5.0)
+    queue.remove(removed)
+    assert queue.worst() is kept
 
 
 # -- drain and requeue ----------------------------------------------------------------------
 
 
-def test_drain_returns_live_entries_best_first_and_empties_the_queue() -> None:
-    queue = CheckedQueue()
+def test_drain_returns_live_entries_best_first_and_empties_the_queue(queue: CheckedQueue) -> None:
     queue.add("low", 1, deadline=5.0)
     gone = queue.add("removed", 0)
     queue.add("high a", -1)
@@ -313,8 +340,7 @@ def test_drain_returns_live_entries_best_first_and_empties_the_queue() -> None:
     assert queue.pop_tags() == ["after"]
 
 
-def test_requeue_moves_a_task_behind_the_entries_of_its_new_key() -> None:
-    queue = CheckedQueue()
+def test_requeue_moves_a_task_behind_the_entries_of_its_new_key(queue: CheckedQueue) -> None:
     moved = queue.add("moved", 0)
     queue.add("b", 1)
     queue.add("c", 1)
@@ -322,15 +348,14 @@ def test_requeue_moves_a_task_behind_the_entries_of_its_new_key() -> None:
     successor = queue.requeue(moved, 1)
     assert successor is not moved
     assert successor.future is future
-    assert moved.seq == GONE
+    assert not moved.queued
     assert not hasattr(moved, "fn"), "the tombstone still holds the task"
     assert queue.queue.find(future) is successor
     assert len(queue) == 3
     assert queue.pop_tags() == ["b", "c", "moved"]
 
 
-def test_requeue_keeps_the_deadline() -> None:
-    queue = CheckedQueue()
+def test_requeue_keeps_the_deadline(queue: CheckedQueue) -> None:
     entry = queue.add("moved", 0, deadline=5.0)
     successor = queue.requeue(entry, -1)
     assert successor.deadline == 5.0
@@ -338,13 +363,12 @@ def test_requeue_keeps_the_deadline() -> None:
     assert queue.pop_due(5.0) == [successor]
 
 
-def test_repeated_requeue_stays_within_the_compaction_bound() -> None:
-    queue = CheckedQueue()
+def test_repeated_requeue_stays_within_the_compaction_bound(queue: CheckedQueue) -> None:
     entries = [queue.add(i, 0, deadline=100.0 + i) for i in range(3)]
     for step in range(600):
         i = step % 3
         entries[i] = queue.requeue(entries[i], step % 7)
-        assert queue.storage() <= 2 * 3 + COMPACT_SLACK
+        assert queue.stored() <= 2 * 3 + COMPACT_SLACK
         assert len(queue.queue.deadlines) <= 2 * 3 + COMPACT_SLACK
     assert sorted(tag_of(e) for e in queue.drain()) == [0, 1, 2]  # type: ignore[type-var]
 
@@ -353,10 +377,9 @@ def test_repeated_requeue_stays_within_the_compaction_bound() -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_random_operations_match_a_simple_model(seed: int) -> None:
+def test_random_operations_match_a_simple_model(queue: CheckedQueue, seed: int) -> None:
     """Drive the queue with random operations and compare with a sorted list."""
     rng = random.Random(seed)
-    queue = CheckedQueue()
     # The model: live entries with (key, order, deadline); order grows with every push.
     model: dict[int, tuple[Number, int, Optional[float], Entry]] = {}
     order = 0
@@ -375,9 +398,15 @@ def test_random_operations_match_a_simple_model(seed: int) -> None:
             best = min(model.values(), key=lambda item: (item[0], item[1]))
             assert popped is best[3], context
             del model[tag_of(popped)]  # type: ignore[arg-type]
-        elif op < 0.8:
+        elif op < 0.72:
             tag = rng.choice(list(model))
             queue.remove(model.pop(tag)[3])
+        elif op < 0.8:
+            worst = queue.worst()
+            expected_worst = max(model.values(), key=lambda item: (item[0], item[1]))
+            assert worst is expected_worst[3], context
+            queue.remove(expected_worst[3])
+            del model[tag_of(worst)]  # type: ignore[arg-type]
         elif op < 0.9:
             now += rng.choice([0.5, 2.0, 6.0])
             due = queue.pop_due(now)
@@ -409,8 +438,7 @@ def test_random_operations_match_a_simple_model(seed: int) -> None:
 # -- the checker itself can fail ------------------------------------------------------------
 
 
-def filled_queue() -> TaskQueue:
-    queue = TaskQueue()
+def filled(queue: QueueBase) -> QueueBase:
     for i, key in enumerate((1, 2, 3)):
         queue.push(make_entry(i, deadline=10.0 + i), key)
         queue.push(make_entry(f"{i} again", deadline=20.0 + i), key)
@@ -418,71 +446,95 @@ def filled_queue() -> TaskQueue:
     return queue
 
 
+@pytest.fixture(params=[TaskQueue, HeapQueue], ids=["buckets", "heap"])
+def full_queue(request: pytest.FixtureRequest) -> QueueBase:
+    """A queue holding six entries with deadlines at three keys, with no checker around it."""
+    queue_class: type[QueueBase] = request.param
+    return filled(queue_class())
+
+
+def test_check_invariants_passes_on_a_healthy_queue(full_queue: QueueBase) -> None:
+    full_queue._check_invariants()
+
+
 def test_check_invariants_fails_on_a_broken_level_heap() -> None:
-    queue = filled_queue()
+    queue = filled(TaskQueue())
+    assert isinstance(queue, TaskQueue)
     queue.levels.reverse()  # [3, 2, 1]: the root is no longer the smallest key
     with pytest.raises(AssertionError, match=exact("level heap broken at 1")):
         queue._check_invariants()
 
 
-def test_check_invariants_fails_on_a_bucket_out_of_submission_order() -> None:
-    queue = filled_queue()
-    queue.buckets[2].reverse()
-    with pytest.raises(AssertionError, match=exact("bucket 2 is not in submission order")):
+def test_check_invariants_fails_on_a_broken_entry_heap() -> None:
+    queue = filled(HeapQueue())
+    assert isinstance(queue, HeapQueue)
+    queue.heap.reverse()
+    with pytest.raises(AssertionError, match=exact("heap property broken at 1")):
         queue._check_invariants()
 
 
-def test_check_invariants_fails_when_an_entry_is_lost_from_the_index() -> None:
-    queue = filled_queue()
-    queue.entries.popitem()
-    with pytest.raises(AssertionError, match=exact("live count differs from the buckets")):
+def test_check_invariants_fails_on_a_level_heap_out_of_order() -> None:
+    # Submission order within a bucket is structural (appended at the right, popped at the
+    # left); what the checker can see is the order of the levels.
+    queue = filled(TaskQueue())
+    assert isinstance(queue, TaskQueue)
+    queue.levels.sort(reverse=True)
+    with pytest.raises(AssertionError, match=exact("level heap broken at 1")):
         queue._check_invariants()
 
 
-def test_check_invariants_fails_on_a_wrong_stored_count() -> None:
-    queue = filled_queue()
-    queue.stored += 1
+def test_check_invariants_fails_when_an_entry_is_lost_from_the_index(
+    full_queue: QueueBase,
+) -> None:
+    full_queue.entries.popitem()
+    with pytest.raises(AssertionError, match=exact("live count differs from what is stored")):
+        full_queue._check_invariants()
+
+
+def test_check_invariants_fails_on_a_wrong_stored_count(full_queue: QueueBase) -> None:
+    full_queue.stored += 1
     with pytest.raises(AssertionError, match=exact("stored count is off")):
-        queue._check_invariants()
+        full_queue._check_invariants()
 
 
-def test_check_invariants_fails_when_a_queued_future_is_done() -> None:
-    queue = filled_queue()
-    entry = next(iter(queue.entries.values()))
+def test_check_invariants_fails_when_a_queued_future_is_done(full_queue: QueueBase) -> None:
+    entry = next(iter(full_queue.entries.values()))
     entry.future.set_result(None)
     with pytest.raises(AssertionError, match=exact("a queued task's future is already done")):
-        queue._check_invariants()
+        full_queue._check_invariants()
 
 
-def test_check_invariants_fails_on_a_broken_deadline_heap() -> None:
-    queue = filled_queue()
-    queue.deadlines.reverse()
+def test_check_invariants_fails_on_a_broken_deadline_heap(full_queue: QueueBase) -> None:
+    full_queue.deadlines.reverse()
     with pytest.raises(AssertionError, match=exact("deadline heap broken at 1")):
-        queue._check_invariants()
+        full_queue._check_invariants()
 
 
-def test_check_invariants_fails_on_a_wrong_deadline_count() -> None:
-    queue = filled_queue()
-    queue.deadline_count += 1
+def test_check_invariants_fails_on_a_wrong_deadline_count(full_queue: QueueBase) -> None:
+    full_queue.deadline_count += 1
     with pytest.raises(AssertionError, match=exact("deadline count")):
-        queue._check_invariants()
+        full_queue._check_invariants()
 
 
-def test_check_invariants_fails_when_tombstones_are_never_swept() -> None:
-    queue = TaskQueue()
+@pytest.mark.parametrize("queue_class", [TaskQueue, HeapQueue], ids=["buckets", "heap"])
+def test_check_invariants_fails_when_tombstones_are_never_swept(
+    queue_class: type[QueueBase],
+) -> None:
+    queue = queue_class()
     entries = [make_entry(i) for i in range(COMPACT_SLACK + 10)]
     for entry in entries:
         queue.push(entry, 0)
     for entry in entries[1:]:
-        queue._forget(entry)  # removal without the compaction that remove() does
-    with pytest.raises(AssertionError, match=exact("buckets not compacted")):
+        queue._forget(entry)  # removal without the sweep that remove() does
+    with pytest.raises(AssertionError, match=exact("tombstones not swept")):
         queue._check_invariants()
 
 
-def test_check_invariants_fails_when_an_entry_is_queued_twice() -> None:
-    queue = filled_queue()
+def test_check_invariants_fails_when_an_entry_is_stored_twice() -> None:
+    queue = filled(TaskQueue())
+    assert isinstance(queue, TaskQueue)
     bucket = queue.buckets[1]
     bucket.insert(1, bucket[0])  # right behind itself, so the bucket still looks ordered
     queue.stored += 1
-    with pytest.raises(AssertionError, match=exact("an entry is queued twice")):
+    with pytest.raises(AssertionError, match=exact("an entry is stored twice")):
         queue._check_invariants()

@@ -21,7 +21,6 @@ from typing import Optional
 from baseline import PriorityQueuePool
 from contenders import CONTENDERS, TIMEOUT, Contender, Gate, gc_paused, noop, start_workers
 from harness import Case, Config, Metric, Target
-
 from priority_executor import PriorityThreadPoolExecutor
 
 NAME = "cancel-heavy"

@@ -21,7 +21,6 @@ from typing import Any
 
 from contenders import CONTENDERS, TIMEOUT, Contender, noop, start_workers
 from harness import Case, Config, Metric, Target, percentile
-
 from priority_executor import Priority
 
 NAME = "expiry"

@@ -12,10 +12,10 @@ whole backlog, which is the problem priorities solve.
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 from contenders import CONTENDERS, TIMEOUT, Contender, Gate, gc_paused, noop, start_workers
 from harness import Case, Config, Metric, Target
-
 from priority_executor import Priority
 
 NAME = "urgent-latency"
@@ -35,6 +35,7 @@ LATENCY = Metric(
 
 def trial(contender: Contender, workers: int, low_tasks: int) -> dict[str, float]:
     pool = contender.make(workers)
+    gate: Optional[Gate] = None
     try:
         start_workers(pool, workers)
         gate = Gate.close(pool, workers)
@@ -53,6 +54,8 @@ def trial(contender: Contender, workers: int, low_tasks: int) -> dict[str, float
         # A sanity figure for the raw data: FIFO pools ran the whole backlog first.
         ran_before = sum(1 for f in lows if f.done() and not f.cancelled())
     finally:
+        if gate is not None:
+            gate.release()
         pool.shutdown(wait=True, cancel_futures=True)
     return {
         "latency_ms": (started_at[0] - submitted_at) * 1e3,

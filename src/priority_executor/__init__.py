@@ -13,7 +13,15 @@ from __future__ import annotations
 from ._executor import PriorityThreadPoolExecutor
 from ._options import PoolView
 from ._policy import Priority
+from ._stats import ExecutorStatistics, QueueFullError
 
-__all__ = ["PoolView", "Priority", "PriorityThreadPoolExecutor", "__version__"]
+__all__ = [
+    "ExecutorStatistics",
+    "PoolView",
+    "Priority",
+    "PriorityThreadPoolExecutor",
+    "QueueFullError",
+    "__version__",
+]
 
 __version__ = "0.1.0"

@@ -15,15 +15,26 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from ._map import map_results
 from ._options import PoolView
-from ._policy import Number, Priority, check_priority, check_timeout, describe
-from ._scheduler import Scheduler
+from ._policy import (
+    Number,
+    Priority,
+    check_ageing,
+    check_max_queued,
+    check_priority,
+    check_timeout,
+    check_when_full,
+    describe,
+)
+from ._scheduler import Scheduler, WhenFull
+from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
 
@@ -67,6 +78,9 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         initargs: tuple[Any, ...] = (),
         *,
         clock: Callable[[], float] = time.monotonic,
+        ageing: Optional[float] = None,
+        max_queued: Optional[int] = None,
+        when_full: WhenFull = "block",
     ) -> None:
         # The base class's __init__ is deliberately not called: it builds a queue, a
         # semaphore and, on 3.14, worker contexts that this class does not use.
@@ -89,24 +103,41 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             tuple(initargs),
             clock,
             type(self).BROKEN,
+            ageing=check_ageing(ageing),
+            max_queued=check_max_queued(max_queued),
+            when_full=check_when_full(when_full),
         )
         # Kept by the scheduler, not by self: a weak reference that dies in the same garbage
         # cycle as its referent never calls back.
         self._scheduler.owner = weakref.ref(self, self._scheduler.owner_gone)
 
-    # The standard pool's attributes that tests and libraries read.
+    # The standard pool's attributes that tests and libraries read, with the same meaning.
 
     @property
-    def _threads(self) -> set[threading.Thread]:
+    def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only
+        """The worker threads started so far (a live view; do not modify)."""
         return self._scheduler.threads
 
     @property
     def _shutdown(self) -> bool:
-        return self._scheduler.shutdown
+        with self._scheduler.lock:
+            return self._scheduler.shutdown
 
-    @property
-    def _broken(self) -> Any:
-        return self._scheduler.broken
+    @_shutdown.setter
+    def _shutdown(self, value: bool) -> None:
+        with self._scheduler.lock:
+            self._scheduler.shutdown = value
+
+    # typeshed says bool; the standard pool stores False or the message.
+    @property  # type: ignore[override]
+    def _broken(self) -> Union[Literal[False], str]:
+        with self._scheduler.lock:
+            return self._scheduler.broken
+
+    @_broken.setter
+    def _broken(self, value: Union[Literal[False], str]) -> None:
+        with self._scheduler.lock:
+            self._scheduler.broken = value
 
     def submit(  # type: ignore[override]
         # PEP 612 allows no keyword between *args and **kwargs, so the standard
@@ -152,7 +183,7 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         self,
         fn: Callable[..., T],
         args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
     ) -> Future[T]:
@@ -172,7 +203,7 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         """
         return PoolView(self, check_priority(priority), check_timeout(timeout))
 
-    def map(  # type: ignore[override]
+    def map(
         self,
         fn: Callable[..., T],
         *iterables: Iterable[Any],
@@ -215,7 +246,68 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         """
         self._scheduler.stop(shutdown=True, cancel_futures=cancel_futures)
         if wait:
-            self._scheduler.join()
+            self._scheduler.join_threads()
+
+    # Beyond the standard pool.
+
+    def set_priority(self, future: Future[Any], priority: Number) -> bool:
+        """Move a still-queued task to a new priority. O(log n); safe from any thread.
+
+        The task goes behind the tasks already queued at that priority, as if submitted now;
+        with ``ageing`` it keeps the age it has, counted from its submission.
+
+        Returns:
+            True if the task was queued and has moved; False if it has started, finished or
+            been cancelled, or was not submitted to this pool.
+
+        Raises:
+            TypeError: ``future`` is not a Future, or ``priority`` is not a real number.
+            ValueError: ``priority`` is NaN.
+        """
+        if not isinstance(future, Future):
+            raise TypeError(f"future must be a concurrent.futures.Future, got {describe(future)}")
+        return self._scheduler.set_priority(future, check_priority(priority))
+
+    def pause(self) -> None:
+        """Start no queued task until :meth:`resume`. Does not block; idempotent.
+
+        Running tasks finish, ``submit`` still queues, and queue deadlines still expire.
+        ``shutdown()`` resumes a paused pool, so it cannot hang on the queued tasks; after
+        it, ``pause()`` has no effect.
+        """
+        self._scheduler.set_paused(True)
+
+    def resume(self) -> None:
+        """Let queued tasks start again, waking as many workers as they need. Idempotent."""
+        self._scheduler.set_paused(False)
+
+    @property
+    def paused(self) -> bool:
+        """True between :meth:`pause` and :meth:`resume` (or ``shutdown()``)."""
+        with self._scheduler.lock:
+            return self._scheduler.paused
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Block until no task is queued or running. Safe to call from several threads.
+
+        Args:
+            timeout: the most seconds to wait (real time), or None to wait for as long as
+                it takes.
+
+        Returns:
+            True once the pool is idle; False if ``timeout`` passed first.
+
+        Raises:
+            TypeError: ``timeout`` is neither None nor a real number.
+            ValueError: ``timeout`` is negative or NaN.
+            RuntimeError: called from one of the pool's own threads, which would wait for
+                itself.
+        """
+        return self._scheduler.wait_quiet(check_timeout(timeout))
+
+    def statistics(self) -> ExecutorStatistics:
+        """A consistent snapshot of what is queued and running, and the counts so far."""
+        return self._scheduler.statistics()
 
     def _check_invariants(self) -> None:
         """Assert every invariant of the queue and the scheduler, in O(n). For tests."""
@@ -224,10 +316,15 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
     def __repr__(self) -> str:
         scheduler = self._scheduler
         with scheduler.lock:
-            state = "broken" if scheduler.broken else "shutdown" if scheduler.shutdown else "running"
-            queued = len(scheduler.queue)
+            if scheduler.broken:
+                state = "broken"
+            elif scheduler.shutdown:
+                state = "shutdown"
+            else:
+                state = "paused" if scheduler.paused else "running"
+            queued, running = len(scheduler.queue), scheduler.running
             threads = len(scheduler.threads)
         return (
             f"<{type(self).__name__} {state} max_workers={self._max_workers}"
-            f" threads={threads} queued={queued}>"
+            f" threads={threads} queued={queued} running={running}>"
         )

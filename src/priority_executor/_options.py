@@ -94,7 +94,8 @@ class PoolView(Executor):
         """Close this view; the pool keeps running. Idempotent, safe from any thread.
 
         Args:
-            wait: block until every task submitted through this view is done.
+            wait: block until every task submitted through this view is done; from one of
+                the pool's own threads it does not wait (it could wait for itself).
             cancel_futures: cancel the tasks submitted through this view that have not started.
         """
         with self._lock:
@@ -103,7 +104,7 @@ class PoolView(Executor):
         if cancel_futures:
             for future in pending:
                 future.cancel()
-        if wait:
+        if wait and not self._pool._scheduler.is_own_thread():
             futures_wait(pending)
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 Number = Union[int, float]
 
@@ -39,7 +39,7 @@ def check_priority(priority: object) -> Number:
         ValueError: ``priority`` is NaN, which compares false with everything.
     """
     if type(priority) is int or type(priority) is Priority:
-        return priority  # type: ignore[return-value]
+        return priority
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
         raise TypeError(f"priority must be a real number, got {describe(priority)}")
     if isinstance(priority, int):
@@ -67,9 +67,57 @@ def check_timeout(timeout: object) -> Optional[float]:
     return None if value == math.inf else value
 
 
+def check_ageing(ageing: object) -> Optional[float]:
+    """Return ``ageing`` (seconds of waiting per priority step) as a float, or None."""
+    if ageing is None:
+        return None
+    if isinstance(ageing, bool) or not isinstance(ageing, numbers.Real):
+        raise TypeError(f"ageing must be a positive number or None, got {describe(ageing)}")
+    value = float(ageing)
+    if not 0.0 < value < math.inf:
+        raise ValueError(f"ageing must be a positive number or None, got {describe(ageing)}")
+    return value
+
+
+def check_max_queued(max_queued: object) -> Optional[int]:
+    """Return ``max_queued`` as an int, or None for an unbounded queue."""
+    if max_queued is None:
+        return None
+    if isinstance(max_queued, bool) or not isinstance(max_queued, int):
+        raise TypeError(
+            f"max_queued must be a positive integer or None, got {describe(max_queued)}"
+        )
+    if max_queued < 1:
+        raise ValueError(
+            f"max_queued must be a positive integer or None, got {describe(max_queued)}"
+        )
+    return int(max_queued)
+
+
+WHEN_FULL = ("block", "raise", "evict")
+
+
+def check_when_full(when_full: object) -> Literal["block", "raise", "evict"]:
+    """Return ``when_full`` if it is one of ``WHEN_FULL``."""
+    if when_full == "block" or when_full == "raise" or when_full == "evict":
+        return when_full
+    raise ValueError(f"when_full must be 'block', 'raise' or 'evict', got {describe(when_full)}")
+
+
 def sort_key(priority: Number) -> Number:
     """The heap key of an entry: smaller keys run first."""
     return -priority
+
+
+def aged_key(priority: Number, queued_at: float, ageing: float) -> float:
+    """The heap key of an entry under ageing: smaller keys run first.
+
+    Waiting ``ageing`` seconds raises a task's effective priority by one. The rate is the same
+    for every task, so ``queued_at - priority * ageing`` stays constant while the task waits
+    and the heap never needs re-sorting: a task outranks any task of priority up to ``gap``
+    higher that arrives more than ``gap * ageing`` seconds after it.
+    """
+    return queued_at - priority * ageing
 
 
 def is_due(deadline: Optional[float], now: float) -> bool:

@@ -50,7 +50,7 @@ def _at_exit() -> None:
     for scheduler in schedulers:
         scheduler.stop(shutdown=False, cancel_futures=False)
     for scheduler in schedulers:
-        scheduler.join()
+        scheduler.join_threads()
 
 
 def _after_fork_in_child() -> None:

@@ -1,33 +1,37 @@
-"""The queue of waiting tasks: FIFO buckets by priority, and a heap of deadlines.
+"""The queue of waiting tasks: entries ordered by sort key, and a heap of deadlines.
 
 The queue is plain data with no lock and no thread: the executor's lock guards every call.
 It can therefore be driven, and its invariants checked, from a single-threaded test.
 
-Why buckets and not one heap of ``(key, seq, entry)``: a heap pays O(log n) tuple comparisons
-on every pop, with a cache miss at each level once the backlog is large, and a tuple per task
-for the garbage collector to trace. Real workloads use a handful of priority levels, so the
-queue keeps one FIFO ``deque`` per distinct sort key and a small heap of those keys. A push or
-a pop costs O(1) plus O(log L) for L distinct levels, and submission order within a level is
-the order of the deque. Tasks with a deadline are also kept in a heap ordered by deadline.
+Two orderings share everything else. :class:`TaskQueue`, for strict priority, keeps one
+FIFO ``deque`` per distinct sort key and a small heap of those keys: a heap of all entries
+would pay O(log n) tuple comparisons on every pop, with a cache miss at each level once the
+backlog is large, and a tuple per task for the garbage collector to trace, while real
+workloads use a handful of priority levels. A push or a pop costs O(1) plus O(log L) for L
+distinct levels, and submission order within a level is the order of the deque.
+:class:`HeapQueue`, for ageing, where every entry has its own key, is one heap of
+``(key, seq, entry)``: O(log n). Tasks with a deadline are also kept in a heap by deadline.
+``seq`` numbers come from one counter: they break ties in submission order in both heaps, and
+are not stored in entries, so that a queued task costs no int object in the common case.
 
-Removal is lazy. A task that leaves the queue other than through :meth:`TaskQueue.pop`
-(cancelled by its user, expired, re-prioritised) is forgotten at once, so the live count is
-always exact, but the entry stays in its bucket as a tombstone until a pop skips it or a
-compaction sweeps it away. A compaction runs when tombstones outnumber live entries by more
-than ``COMPACT_SLACK``, so storage stays within twice the live size plus a constant, at O(1)
-amortised cost per removal.
+Removal is lazy. A task that leaves the queue other than by a pop from the front (cancelled,
+expired, evicted, re-prioritised) is forgotten at once, so the live count is always exact,
+but its entry stays stored as a tombstone until a pop skips it or a sweep removes it. A sweep
+runs when tombstones outnumber live entries by more than ``COMPACT_SLACK``, so storage stays
+within twice the live size plus a constant, at O(1) amortised cost per removal.
 
-Invariants, checked by :meth:`TaskQueue._check_invariants`:
+Invariants, checked by :meth:`QueueBase._check_invariants`:
 
-* ``levels`` is a heap holding each key of ``buckets`` exactly once; at most one bucket is
-  empty (a pop that empties the last level keeps its bucket for the next push to reuse);
-* an entry is live iff its ``seq`` is not ``GONE``; each live entry sits in exactly one bucket,
-  the one of its key, and the live entries of a bucket have increasing ``seq``;
+* an entry is live iff ``entry.queued``; each live entry is stored exactly once, and live
+  entries come out in ``key`` order (submission order among equal keys);
 * ``entries`` maps each live entry's future to that entry, so ``len(entries)`` is the live
   count; no live entry's future is done;
 * each live entry with a deadline has exactly one item ``(deadline, seq, entry)`` in the
-  deadline heap, which has the heap property; ``deadline_count`` counts them;
-* ``stored <= 2 * live + COMPACT_SLACK``, likewise for the deadline heap.
+  deadline heap, which has the heap property; ``deadline_count`` counts them; the ``seq`` of
+  every heap item is unique and below ``next_seq``;
+* ``stored <= 2 * live + COMPACT_SLACK``, and likewise for the deadline heap;
+* for :class:`TaskQueue`: ``levels`` is a heap holding each key of ``buckets`` once, and at
+  most one bucket is empty (a pop that empties the last level keeps it for the next push).
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import Future
+from types import MappingProxyType
 from typing import Any, Callable, Optional
 
 from ._policy import Number, is_due
@@ -43,21 +49,21 @@ from ._policy import Number, is_due
 #: Tombstones tolerated beyond the live count before the queue is swept.
 COMPACT_SLACK = 64
 
-#: ``Entry.seq`` of an entry that is no longer queued.
-GONE = -1
+#: The keyword arguments of every task submitted without any; never mutated (``**`` copies).
+NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
 class Entry:
     """One submitted task, from ``submit`` until it leaves the queue."""
 
-    __slots__ = ("args", "deadline", "fn", "future", "key", "kwargs", "priority", "seq")
+    __slots__ = ("args", "deadline", "fn", "future", "key", "kwargs", "priority", "queued")
 
     def __init__(
         self,
         future: Future[Any],
         fn: Callable[..., Any],
         args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        kwargs: Mapping[str, Any],
         priority: Number,
         deadline: Optional[float],
     ) -> None:
@@ -68,9 +74,11 @@ class Entry:
         self.priority = priority
         self.deadline = deadline
         self.key: Number = 0
-        self.seq = GONE
+        self.queued = False  # True from push until it leaves the queue; then a tombstone
 
-    def take(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    def take(
+        self,
+    ) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Mapping[str, Any]]:
         """Hand the task over to whoever removed this entry from the queue.
 
         The entry keeps nothing afterwards, so a tombstone of it left in the queue holds
@@ -81,13 +89,11 @@ class Entry:
         return task
 
 
-class TaskQueue:
-    """Queued entries, best first; see the module docstring for the invariants."""
+class QueueBase:
+    """What both orderings share; see the module docstring for the invariants."""
 
     def __init__(self) -> None:
-        self.levels: list[Number] = []
-        self.buckets: dict[Number, deque[Entry]] = {}
-        self.stored = 0  # entries in buckets, tombstones included
+        self.stored = 0  # entries stored by the ordering, tombstones included
         self.entries: dict[Future[Any], Entry] = {}
         self.deadlines: list[tuple[float, int, Entry]] = []
         self.deadline_count = 0
@@ -97,50 +103,51 @@ class TaskQueue:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def push(self, entry: Entry, key: Number) -> None:
-        """Queue ``entry`` behind every queued entry with the same key."""
-        bucket = self.buckets.get(key)
-        if bucket is None:
-            bucket = self.buckets[key] = deque()
-            heapq.heappush(self.levels, key)
-        bucket.append(entry)
-        self.stored += 1
-        entry.key = key
-        seq = entry.seq = next(self._counter)
-        self.next_seq = seq + 1
-        self.entries[entry.future] = entry
-        if entry.deadline is not None:
-            heapq.heappush(self.deadlines, (entry.deadline, seq, entry))
-            self.deadline_count += 1
+    # The ordering: each subclass stores entries its own way.
+
+    def _store(self, entry: Entry) -> None:
+        raise NotImplementedError
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
-        levels = self.levels
-        buckets = self.buckets
-        while levels:
-            bucket = buckets[levels[0]]
-            while bucket:
-                entry = bucket.popleft()
-                self.stored -= 1
-                if entry.seq != GONE:
-                    if not bucket and len(levels) > 1:
-                        del buckets[heapq.heappop(levels)]
-                    # _forget() and _compact_if_sparse(), inlined on the hottest path.
-                    del self.entries[entry.future]
-                    entry.seq = GONE
-                    if entry.deadline is not None:
-                        self.deadline_count -= 1
-                        self._compact_if_sparse()
-                    elif self.stored > 2 * len(self.entries) + COMPACT_SLACK:
-                        self._compact_if_sparse()
-                    return entry
-            if len(levels) == 1:
-                break  # keep the last bucket: the next push will most likely reuse it
-            del buckets[heapq.heappop(levels)]
-        return None
+        raise NotImplementedError
+
+    def worst(self) -> Optional[Entry]:
+        """The live entry that would run last, or None if nothing is queued."""
+        raise NotImplementedError
+
+    def _live_in_order(self) -> list[Entry]:
+        raise NotImplementedError
+
+    def _sweep(self) -> None:
+        raise NotImplementedError
+
+    def _check_order(self) -> list[Entry]:
+        raise NotImplementedError
+
+    def _heap_seqs(self) -> list[int]:
+        return []
+
+    # The rest is common.
+
+    def push(self, entry: Entry, key: Number) -> None:
+        """Queue ``entry`` behind every queued entry with the same key."""
+        entry.key = key
+        entry.queued = True
+        self._store(entry)
+        self.stored += 1
+        self.entries[entry.future] = entry
+        if entry.deadline is not None:
+            heapq.heappush(self.deadlines, (entry.deadline, self._next_seq(), entry))
+            self.deadline_count += 1
+
+    def _next_seq(self) -> int:
+        seq = next(self._counter)
+        self.next_seq = seq + 1
+        return seq
 
     def remove(self, entry: Entry) -> None:
-        """Forget a queued entry; it stays in its bucket as a tombstone."""
+        """Forget a queued entry; it stays stored as a tombstone until swept."""
         self._forget(entry)
         self._compact_if_sparse()
 
@@ -148,7 +155,7 @@ class TaskQueue:
         """Move a queued entry to ``key``, behind the entries already there; return its successor.
 
         The old entry becomes a tombstone and the task continues in a new entry, so that no
-        bucket ever holds one entry twice. The deadline is kept.
+        entry is ever stored twice. The deadline is kept.
         """
         self._forget(entry)
         successor = Entry(*entry.take(), entry.priority, entry.deadline)
@@ -165,7 +172,7 @@ class TaskQueue:
         deadlines = self.deadlines
         while deadlines:
             deadline, _seq, entry = deadlines[0]
-            if entry.seq != GONE:
+            if entry.queued:
                 return deadline
             heapq.heappop(deadlines)
         return None
@@ -176,7 +183,7 @@ class TaskQueue:
         deadlines = self.deadlines
         while deadlines and is_due(deadlines[0][0], now):
             _deadline, _seq, entry = heapq.heappop(deadlines)
-            if entry.seq != GONE:
+            if entry.queued:
                 self._forget(entry)
                 due.append(entry)
         self._compact_if_sparse()
@@ -184,69 +191,171 @@ class TaskQueue:
 
     def drain(self) -> list[Entry]:
         """Remove and return every queued entry, best first."""
-        drained = []
-        for key in sorted(self.levels):
-            drained.extend(entry for entry in self.buckets[key] if entry.seq != GONE)
+        drained = self._live_in_order()
         for entry in drained:
             self._forget(entry)
-        self.levels.clear()
-        self.buckets.clear()
-        self.stored = 0
-        self.deadlines.clear()
+        self._compact_if_sparse()
         return drained
 
     def _forget(self, entry: Entry) -> None:
         del self.entries[entry.future]
-        entry.seq = GONE
+        entry.queued = False
         if entry.deadline is not None:
             self.deadline_count -= 1
 
     def _compact_if_sparse(self) -> None:
         # Each sweep is paid for by the removals that made the tombstones: O(1) amortised.
         if len(self.deadlines) > 2 * self.deadline_count + COMPACT_SLACK:
-            self.deadlines = [item for item in self.deadlines if item[2].seq != GONE]
+            self.deadlines = [item for item in self.deadlines if item[2].queued]
             heapq.heapify(self.deadlines)
         if self.stored > 2 * len(self.entries) + COMPACT_SLACK:
-            for key, bucket in list(self.buckets.items()):
-                live = deque(entry for entry in bucket if entry.seq != GONE)
-                if live:
-                    self.buckets[key] = live
-                else:
-                    del self.buckets[key]
-            self.levels = list(self.buckets)
-            heapq.heapify(self.levels)
+            self._sweep()
             self.stored = len(self.entries)
 
     def _check_invariants(self) -> None:
         """Check every invariant of the module docstring in O(n); raise AssertionError if not."""
+        live = self._check_order()
+        assert len({id(entry) for entry in live}) == len(live), "an entry is stored twice"
+        assert len(live) == len(self.entries), "live count differs from what is stored"
+        keys = [entry.key for entry in self._live_in_order()]
+        assert keys == sorted(keys), "live entries do not come out in key order"
+        for entry in live:
+            assert self.entries.get(entry.future) is entry, "live entry missing from entries"
+            assert not entry.future.done(), "a queued task's future is already done"
+        deadlines = self.deadlines
+        for i in range(1, len(deadlines)):
+            assert deadlines[(i - 1) // 2][:2] <= deadlines[i][:2], f"deadline heap broken at {i}"
+        seqs = [item[1] for item in deadlines] + self._heap_seqs()
+        assert len(set(seqs)) == len(seqs), "sequence numbers repeat"
+        assert all(0 <= seq < self.next_seq for seq in seqs), "sequence number out of range"
+        live_items = [item for item in deadlines if item[2].queued]
+        with_deadline = [entry for entry in live if entry.deadline is not None]
+        assert len(live_items) == len(with_deadline) == self.deadline_count, "deadline count"
+        assert {id(item[2]) for item in live_items} == {id(e) for e in with_deadline}
+        assert all(item[0] == item[2].deadline for item in live_items), "deadline changed"
+        assert self.stored <= 2 * len(self.entries) + COMPACT_SLACK, "tombstones not swept"
+        assert len(deadlines) <= 2 * self.deadline_count + COMPACT_SLACK, "deadlines not swept"
+
+
+class TaskQueue(QueueBase):
+    """Strict priority: a FIFO bucket per sort key, and a heap of the keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels: list[Number] = []
+        self.buckets: dict[Number, deque[Entry]] = {}
+
+    def _store(self, entry: Entry) -> None:
+        bucket = self.buckets.get(entry.key)
+        if bucket is None:
+            bucket = self.buckets[entry.key] = deque()
+            heapq.heappush(self.levels, entry.key)
+        bucket.append(entry)
+
+    def pop(self) -> Optional[Entry]:
+        """Remove and return the best live entry, or None when nothing is queued."""
+        levels = self.levels
+        buckets = self.buckets
+        while levels:
+            bucket = buckets[levels[0]]
+            while bucket:
+                entry = bucket.popleft()
+                self.stored -= 1
+                if entry.queued:
+                    if not bucket and len(levels) > 1:
+                        del buckets[heapq.heappop(levels)]
+                    # _forget() and the sweep check, inlined on the hottest path.
+                    del self.entries[entry.future]
+                    entry.queued = False
+                    if entry.deadline is not None:
+                        self.deadline_count -= 1
+                        self._compact_if_sparse()
+                    elif self.stored > 2 * len(self.entries) + COMPACT_SLACK:
+                        self._compact_if_sparse()
+                    return entry
+            if len(levels) == 1:
+                break  # keep the last bucket: the next push will most likely reuse it
+            del buckets[heapq.heappop(levels)]
+        return None
+
+    def worst(self) -> Optional[Entry]:
+        for key in sorted(self.levels, reverse=True):
+            for entry in reversed(self.buckets[key]):
+                if entry.queued:
+                    return entry
+        return None
+
+    def _live_in_order(self) -> list[Entry]:
+        return [entry for key in sorted(self.levels) for entry in self.buckets[key] if entry.queued]
+
+    def _sweep(self) -> None:
+        for key, bucket in list(self.buckets.items()):
+            live = deque(entry for entry in bucket if entry.queued)
+            if live:
+                self.buckets[key] = live
+            else:
+                del self.buckets[key]
+        self.levels = list(self.buckets)
+        heapq.heapify(self.levels)
+
+    def _check_order(self) -> list[Entry]:
         levels = self.levels
         for i in range(1, len(levels)):
             assert levels[(i - 1) // 2] <= levels[i], f"level heap broken at {i}"
         assert sorted(levels) == sorted(self.buckets), "levels differ from buckets"
         assert len(set(levels)) == len(levels), "a level is listed twice"
-        live: list[Entry] = []
         assert sum(not bucket for bucket in self.buckets.values()) <= 1, "empty buckets pile up"
-        for key, bucket in self.buckets.items():
-            seqs = [entry.seq for entry in bucket if entry.seq != GONE]
-            assert seqs == sorted(seqs), f"bucket {key!r} is not in submission order"
-            live.extend(entry for entry in bucket if entry.seq != GONE)
-            assert all(entry.key == key for entry in bucket if entry.seq != GONE), "wrong bucket"
         assert self.stored == sum(map(len, self.buckets.values())), "stored count is off"
-        assert len({id(entry) for entry in live}) == len(live), "an entry is queued twice"
-        assert len(live) == len(self.entries), "live count differs from the buckets"
-        seqs = [entry.seq for entry in live]
-        assert len(set(seqs)) == len(seqs), "sequence numbers repeat"
-        for entry in live:
-            assert self.entries.get(entry.future) is entry, "live entry missing from entries"
-            assert 0 <= entry.seq < self.next_seq, "sequence number out of range"
-            assert not entry.future.done(), "a queued task's future is already done"
-        deadlines = self.deadlines
-        for i in range(1, len(deadlines)):
-            assert deadlines[(i - 1) // 2][:2] <= deadlines[i][:2], f"deadline heap broken at {i}"
-        live_items = [item for item in deadlines if item[2].seq != GONE]
-        with_deadline = [entry for entry in live if entry.deadline is not None]
-        assert len(live_items) == len(with_deadline) == self.deadline_count, "deadline count"
-        assert {id(item[2]) for item in live_items} == {id(e) for e in with_deadline}
-        assert all(item[0] == item[2].deadline for item in live_items), "deadline changed"
-        assert self.stored <= 2 * len(self.entries) + COMPACT_SLACK, "buckets not compacted"
-        assert len(deadlines) <= 2 * self.deadline_count + COMPACT_SLACK, "deadlines not compacted"
+        live = []
+        for key, bucket in self.buckets.items():
+            for entry in bucket:
+                if entry.queued:
+                    assert entry.key == key, "an entry sits in the wrong bucket"
+                    live.append(entry)
+        return live
+
+
+class HeapQueue(QueueBase):
+    """Any keys, such as ageing's ``queued_at - priority * ageing``: one heap of all entries."""
+
+    def _heap_seqs(self) -> list[int]:
+        return [item[1] for item in self.heap]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heap: list[tuple[Number, int, Entry]] = []
+
+    def _store(self, entry: Entry) -> None:
+        heapq.heappush(self.heap, (entry.key, self._next_seq(), entry))
+
+    def pop(self) -> Optional[Entry]:
+        """Remove and return the best live entry, or None when nothing is queued."""
+        heap = self.heap
+        while heap:
+            _key, _seq, entry = heapq.heappop(heap)
+            self.stored -= 1
+            if entry.queued:
+                self._forget(entry)
+                self._compact_if_sparse()
+                return entry
+        return None
+
+    def worst(self) -> Optional[Entry]:
+        live = [item for item in self.heap if item[2].queued]
+        return max(live)[2] if live else None
+
+    def _live_in_order(self) -> list[Entry]:
+        return [item[2] for item in sorted(self.heap) if item[2].queued]
+
+    def _sweep(self) -> None:
+        self.heap = [item for item in self.heap if item[2].queued]
+        heapq.heapify(self.heap)
+
+    def _check_order(self) -> list[Entry]:
+        heap = self.heap
+        for i in range(1, len(heap)):
+            assert heap[(i - 1) // 2][:2] <= heap[i][:2], f"heap property broken at {i}"
+        assert self.stored == len(heap), "stored count is off"
+        live = [item[2] for item in heap if item[2].queued]
+        assert all(item[0] == item[2].key for item in heap if item[2].queued), "key changed"
+        return live

@@ -1,111 +1,39 @@
-"""The scheduler: the lock, the queue, the worker threads, the deadline timer, the claim step.
+"""The scheduler: the lock, the queue, the worker threads and what they share.
 
 Why the executor is split in two: worker threads must not keep the executor alive, or a pool
 dropped without ``shutdown()`` would never be collected and its threads would never exit. So
 everything the threads share lives here, in a :class:`Scheduler` that holds no reference to
 the executor; the executor owns it and tells it when it is shut down or garbage-collected.
 
-How a task travels: ``submit`` pushes an :class:`~._queue.Entry` on the heap and, if no worker
-is already on its way to the queue, wakes one idle worker (or starts a thread). A worker pops
-the best entry under the lock, then claims its future outside the lock and runs it. Nobody
-polls: an idle worker sleeps on its own "park" lock until it is handed one wake-up, and the
-timer thread, started with the first deadline, sleeps until the earliest deadline.
-
-Every path out of the queue ends in :func:`claim`, called once per future by whoever removed
-its entry from the queue under the lock: a worker about to run it, the timer or a worker that
-found it expired, the cancel hook, ``shutdown(cancel_futures=True)``, or a broken pool.
+How a task travels: ``submit`` pushes an :class:`~._queue.Entry` on the queue and, if no
+worker is already on its way to the queue, wakes one idle worker (or starts a thread). A
+worker pops the best entry under the lock, then claims its future outside the lock and runs
+it. Nobody polls: an idle worker sleeps on its own "park" lock until it is handed one
+wake-up, and the :class:`~._timer.DeadlineTimer` sleeps until the earliest deadline.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import threading
 import time
 import weakref
+from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from . import _process
-from ._policy import Number, is_due, sort_key
-from ._queue import Entry, TaskQueue
-
-LOGGER = logging.getLogger("concurrent.futures")
-
-#: Seconds between two tries of a clock that raised (see Scheduler.read_clock).
-CLOCK_RETRY = 1.0
-
-#: The longest the timer sleeps in one go; lock timeouts overflow beyond threading.TIMEOUT_MAX.
-MAX_SLEEP = min(3600.0, threading.TIMEOUT_MAX)
-
-#: How many times a thread yields the GIL and retries a contended lock before blocking on it.
-LOCK_SPINS = 16
+from ._claim import LOGGER, acquire_politely, claim, guard_callbacks, log_clock_failure, run
+from ._policy import Number, aged_key, is_due, sort_key
+from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
+from ._stats import ExecutorStatistics, QueueFullError
+from ._timer import CLOCK_RETRY, MAX_SLEEP, DeadlineTimer
 
 #: The standard pool's message for a failed initializer, word for word.
 BROKEN_BY_INITIALIZER = "A thread initializer failed, the thread pool is not usable anymore"
 
-
-def acquire_politely(lock: Any) -> None:
-    """Take a contended lock by yielding the GIL between tries, and block only as a last resort.
-
-    A thread blocked on a lock becomes its owner the moment it is released, but can use it
-    only once it gets the GIL back; meanwhile every other thread that wants the lock queues
-    behind it, and each hand-off costs a context switch: a lock convoy. The pool's critical
-    sections are short and run no user code, so a holder that was preempted by the GIL needs
-    only a moment to finish: yielding to it breaks the convoy. In benchmarks this halved the
-    cost per task under contention.
-    """
-    for _ in range(LOCK_SPINS):
-        time.sleep(0)
-        if lock.acquire(False):
-            return
-    lock.acquire()
-
-
-def log_clock_failure(exc: Exception) -> None:
-    """Report a clock that raised; called with no lock held, since logging runs handlers."""
-    LOGGER.critical("The pool's clock raised; deadlines wait until it works", exc_info=exc)
-
-
-def claim(future: Future[Any], *, cancel: bool) -> bool:
-    """Decide, once and for all, whether a task that just left the queue runs.
-
-    The caller must have removed the task's entry from the queue while holding the pool's
-    lock; that removal makes it the only caller for this future, so
-    ``set_running_or_notify_cancel()`` is called exactly once per future, and never while the
-    pool's lock is held (``cancel()`` runs done-callbacks, which are user code).
-
-    1. With ``cancel=True`` (the deadline passed, or shutdown drained the queue) the future is
-       cancelled first. The deadline race was already decided under the pool's lock by one
-       clock reading: a worker that pops an entry at or past its deadline cancels it here
-       rather than running it, and the timer never touches an entry a worker has popped.
-    2. ``set_running_or_notify_cancel()`` is the atomic step, taken under the future's own
-       lock. If a user's ``cancel()`` took that lock first, the future is cancelled: this call
-       wakes every ``wait()`` and ``as_completed()`` waiter and returns False, and the task
-       never runs. Otherwise the future becomes RUNNING, a later ``cancel()`` returns False,
-       and the caller must run the task.
-
-    Returns:
-        True if the caller must now run the task; False if it was cancelled and waiters woken.
-    """
-    if cancel:
-        future.cancel()
-    return future.set_running_or_notify_cancel()
-
-
-def run(
-    future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    """Claim a task that a worker took from the queue and, if it won the claim, run it."""
-    if not claim(future, cancel=False):
-        return
-    try:
-        result = fn(*args, **kwargs)
-    except BaseException as exc:
-        future.set_exception(exc)
-        # The traceback keeps this frame alive: break the cycle future -> exc -> frame -> future.
-        del future, fn, args, kwargs
-    else:
-        future.set_result(result)
+WhenFull = Literal["block", "raise", "evict"]
 
 
 class Scheduler:
@@ -119,44 +47,56 @@ class Scheduler:
         initargs: tuple[Any, ...],
         clock: Callable[[], float],
         broken_type: type[BaseException],
+        ageing: Optional[float] = None,
+        max_queued: Optional[int] = None,
+        when_full: WhenFull = "block",
     ) -> None:
         # The lock, and what it guards:
-        # - guarded: queue, idle, wakes, threads, shutdown, stopping, broken, timer_thread,
-        #   timer_target, timer_signalled, and the state of every Entry while it is queued;
-        # - fixed after construction: max_workers, thread_name_prefix, initializer,
-        #   initargs, clock, broken_type, timer_park.
+        # - guarded: queue (and every queued Entry), idle, wakes, threads, running, paused,
+        #   shutdown, stopping, broken, the counts, blocked, joiners, and the timer's state;
+        # - fixed after construction: max_workers, thread_name_prefix, initializer, initargs,
+        #   clock, broken_type, ageing, max_queued, when_full.
         # Lock order: this lock may be held while a Future's own lock is taken (only to read
-        # its state), never the reverse; it is never held while another pool's lock is taken.
+        # or claim it, which runs no callback), never the reverse; no other lock of the
+        # package is taken while it is held.
         # No user code runs while it is held: not a task, not an initializer, not a
-        # done-callback (those run inside Future.cancel, set_result and set_exception). Work
-        # that calls them is collected under the lock and done after releasing it.
+        # done-callback (those run inside Future.cancel, set_result and set_exception), not a
+        # logging handler. Work that calls them is collected under the lock and done after.
+        # The one exception is the clock, read under the lock so that one reading decides
+        # each deadline race; it must be a plain function of time, like time.monotonic.
         self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)  # for submits blocked on a full queue
+        self.quiet = threading.Condition(self.lock)  # for join(): nothing queued or running
         self.max_workers = max_workers
         self.thread_name_prefix = thread_name_prefix
         self.initializer = initializer
         self.initargs = initargs
         self.clock = clock
         self.broken_type = broken_type
-        self.queue = TaskQueue()
+        self.ageing = ageing
+        self.max_queued = max_queued
+        self.when_full = when_full
+        self.queue: QueueBase = TaskQueue() if ageing is None else HeapQueue()
         # Park locks of idle workers, most recently idle last; each is held, and its worker
         # is blocked acquiring it until someone pops it from here and releases it.
         self.idle: list[Any] = []
         # Workers woken or started that have not yet looked at the queue. Idle workers are
         # woken one at a time: a submit wakes one only if none is already on its way, and
         # each worker that takes a task passes the wake-up on while work and idle workers
-        # remain. Invariant: a task never waits while a worker idles with ``wakes == 0``.
-        # Threads are started as the standard pool starts them: by submit, when no worker
-        # is idle and fewer are on their way than tasks are queued.
+        # remain. Invariant: unless paused, no task waits while a worker idles and
+        # ``wakes == 0``. Threads are started as the standard pool starts them: by submit,
+        # when no worker is idle and fewer are on their way than tasks are queued.
         self.wakes = 0
         self.threads: set[threading.Thread] = set()
+        self.running = 0  # tasks taken by a worker whose outcome is not yet counted
+        self.paused = False
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
-        self.broken: Any = False  # False, or the message of the BrokenThreadPool to raise
-        self.timer_thread: Optional[threading.Thread] = None
-        self.timer_target: Optional[float] = None  # the deadline the timer sleeps until
-        self.timer_signalled = False
-        self.timer_park = threading.Lock()
-        self.timer_park.acquire()
+        self.broken: Union[Literal[False], str] = False  # or the BrokenThreadPool message
+        self.counts: Counter[str] = Counter()  # submitted, completed, failed, ... (statistics)
+        self.blocked = 0  # submits waiting on ``room``
+        self.joiners = 0  # join() calls waiting on ``quiet``
+        self.timer = DeadlineTimer(self)
         self.owner: Optional[weakref.ReferenceType[Any]] = None  # set by the executor
         self.on_done = self._on_done  # one bound method for every future's done-callback
         _process.register(self)
@@ -167,49 +107,128 @@ class Scheduler:
         self,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
     ) -> Future[Any]:
         """Queue a task whose arguments the executor has already checked."""
         future: Future[Any] = Future()
-        entry = Entry(future, fn, args, kwargs, priority, None)
-        key = sort_key(priority)
+        # No empty dict per queued task: they add up, with millions queued.
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
         lock = self.lock
         if not lock.acquire(False):
             acquire_politely(lock)
         try:
-            if self.broken:
-                raise self.broken_type(self.broken)
-            if self.shutdown:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            if _process.exiting:
-                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
-            expired = False
-            if timeout is not None:
-                now = self.clock()
-                entry.deadline = deadline = now + timeout
-                if is_due(deadline, now):
+            self._check_accepting_locked()
+            expired, evicted = False, None
+            if timeout is None and self.ageing is None:
+                key = sort_key(priority)
+            else:
+                now = self.clock()  # if it raises, submit raises and nothing is queued
+                key = (
+                    sort_key(priority)
+                    if self.ageing is None
+                    else aged_key(priority, now, self.ageing)
+                )
+                if timeout is not None:
+                    entry.deadline = now + timeout
                     # timeout=0: the task may not wait at all, and any hand-off waits.
-                    expired = True
-                elif self.timer_target is None or deadline < self.timer_target:
-                    self._signal_timer_locked(deadline)
+                    expired = is_due(entry.deadline, now)
             if not expired:
-                self.queue.push(entry, key)
-                if self.idle:
-                    if not self.wakes:
-                        self.wakes = 1
-                        self.idle.pop().release()
-                elif self.wakes < len(self.queue) and len(self.threads) < self.max_workers:
-                    self._start_worker_locked(entry)
+                if entry.deadline is not None and (
+                    self.timer.target is None or entry.deadline < self.timer.target
+                ):
+                    self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
+                if self.max_queued is not None and len(self.queue) >= self.max_queued:
+                    evicted, expired = self._make_room_locked(entry, key)
+            self.counts["submitted"] += 1
+            if expired:
+                self.counts["expired"] += 1
+            else:
+                self._queue_locked(entry, key, evicted)
         finally:
             lock.release()
+        if evicted is not None:
+            claim(evicted.take()[0], cancel=True)
         if expired:
             claim(future, cancel=True)
         return future
 
-    def _start_worker_locked(self, entry: Entry) -> None:
+    def _queue_locked(self, entry: Entry, key: Number, evicted: Optional[Entry]) -> None:
+        """Push ``entry`` and get a worker to it; on failure, undo this submit entirely."""
+        self.queue.push(entry, key)
+        if self.paused:
+            return
+        if self.idle:
+            if not self.wakes:
+                self.wakes = 1
+                self.idle.pop().release()
+        elif self.wakes < len(self.queue) and len(self.threads) < self.max_workers:
+            try:
+                self._start_worker_locked()
+            except BaseException:
+                self.queue.remove(entry)
+                self.counts["submitted"] -= 1
+                if evicted is not None:
+                    self.queue.push(evicted, evicted.key)
+                    self.counts["cancelled"] -= 1
+                raise
+
+    def _check_accepting_locked(self) -> None:
+        """Raise what the standard pool raises, in its order, when no task may be queued."""
+        if self.broken:
+            self.counts["rejected"] += 1
+            raise self.broken_type(self.broken)
+        if self.shutdown:
+            self.counts["rejected"] += 1
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        if _process.exiting:
+            self.counts["rejected"] += 1
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    def _make_room_locked(self, entry: Entry, key: Number) -> tuple[Optional[Entry], bool]:
+        """Apply ``when_full``: ``max_queued`` tasks wait already.
+
+        Returns:
+            The entry evicted to make room, if any, and whether the new task's deadline
+            passed while its submit waited for room (it must then expire, not be queued).
+
+        Raises:
+            QueueFullError: ``when_full`` is "raise", or "evict" and no queued task ranks
+                below the new one.
+            RuntimeError: the pool was shut down while this submit waited for room.
+        """
+        assert self.max_queued is not None
+        queue = self.queue
+        if self.when_full == "evict":
+            worst = queue.worst()
+            if worst is not None and key < worst.key:
+                queue.remove(worst)
+                self.counts["cancelled"] += 1
+                return worst, False
+        if self.when_full != "block":
+            self.counts["rejected"] += 1
+            raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
+        self.blocked += 1
+        try:
+            while len(queue) >= self.max_queued:
+                if entry.deadline is None:
+                    self.room.wait()
+                else:
+                    now = self.read_clock()
+                    if isinstance(now, Exception):
+                        self.room.wait(CLOCK_RETRY)
+                    elif is_due(entry.deadline, now):
+                        return None, True
+                    else:
+                        self.room.wait(min(entry.deadline - now, MAX_SLEEP))
+                self._check_accepting_locked()
+        finally:
+            self.blocked -= 1
+        return None, False
+
+    def _start_worker_locked(self) -> None:
         name = f"{self.thread_name_prefix}_{len(self.threads)}"
         thread = threading.Thread(name=name, target=self._work)
         self.threads.add(thread)
@@ -217,21 +236,9 @@ class Scheduler:
         try:
             thread.start()
         except BaseException:
-            # Leave the pool as it was before this submit: nothing half-queued.
             self.threads.discard(thread)
             self.wakes -= 1
-            self.queue.remove(entry)
             raise
-
-    def _signal_timer_locked(self, deadline: Optional[float]) -> None:
-        self.timer_target = deadline
-        if self.timer_thread is None:
-            thread = threading.Thread(name=f"{self.thread_name_prefix}_timer", target=self._time)
-            thread.start()  # if this raises, submit raises and nothing is queued
-            self.timer_thread = thread
-        elif not self.timer_signalled:
-            self.timer_signalled = True
-            self.timer_park.release()
 
     def _on_done(self, future: Future[Any]) -> None:
         """Done-callback of every future: unqueue a task cancelled by its user, wake waiters.
@@ -246,16 +253,26 @@ class Scheduler:
         # with or without the GIL.
         if future not in self.queue.entries:
             return
+        cancelled = future.cancelled()
         with self.lock:
             entry = self.queue.find(future)
             if entry is None:
                 return
             self.queue.remove(entry)
-        entry.take()  # its tombstone may stay in the heap a while; let it hold nothing
-        if future.cancelled():
+            self.counts["cancelled" if cancelled else "completed"] += 1
+            self._after_shrink_locked()
+        entry.take()  # its tombstone may stay in the queue a while; let it hold nothing
+        if cancelled:
             claim(future, cancel=False)
         # Otherwise someone set a result on a queued future by hand; it is done, so dropping
         # its entry is all there is to do.
+
+    def _after_shrink_locked(self) -> None:
+        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet."""
+        if self.blocked:
+            self.room.notify(self.blocked)
+        if self.joiners and not self.running and not self.queue:
+            self.quiet.notify_all()
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -275,7 +292,10 @@ class Scheduler:
         queue = self.queue
         pop = queue.pop
         idle = self.idle
-        now: Union[float, Exception, None] = None
+        counts = self.counts
+        outcome: Optional[str] = None  # of the task this worker ran last, not yet counted
+        yielded = False  # found the queue empty and yielded once since its last task
+        clock_error: Optional[Exception] = None
         while True:
             if not lock.acquire(False):
                 acquire_politely(lock)
@@ -283,37 +303,63 @@ class Scheduler:
                 if woken:
                     self.wakes -= 1
                     woken = False
-                entry = pop()
-                if idle and not self.wakes and queue:
+                if outcome is not None:
+                    self.running -= 1
+                    counts[outcome] += 1
+                    outcome = None
+                    if self.joiners:
+                        self._after_shrink_locked()
+                entry = None if self.paused else pop()
+                if entry is not None and self.blocked:
+                    self._after_shrink_locked()
+                if idle and not self.wakes and queue and not self.paused:
                     # Pass the wake-up on: idle workers are woken one at a time, each by the
                     # previous one, so a burst costs one wake-up per worker actually needed.
                     self.wakes = 1
                     idle.pop().release()
                 if entry is None:
-                    if self.stopping:
-                        if self.timer_thread is not None:
-                            self._signal_timer_locked(None)
+                    if self.stopping and not queue:
+                        self.timer.wake_locked()  # it may exit too, once no deadline is left
                         return
-                    idle.append(park)
-                elif entry.deadline is None:
-                    expired = False
+                    if yielded:
+                        idle.append(park)
+                    else:
+                        # Before sleeping, yield the GIL once: a submitter that holds it may
+                        # be about to queue more, and a worker that sleeps after every task
+                        # costs a wake-up per task. Meanwhile it counts as on its way.
+                        self.wakes += 1
+                        woken = True
                 else:
-                    # One clock reading, under the lock, decides between running and expiring.
-                    now = self.read_clock()
-                    expired = not isinstance(now, Exception) and is_due(entry.deadline, now)
+                    expired = False
+                    if entry.deadline is not None:
+                        # One clock reading, under the lock, decides between running and
+                        # expiring; a clock that raises lets the task run.
+                        now = self.read_clock()
+                        if isinstance(now, Exception):
+                            clock_error = now
+                        elif is_due(entry.deadline, now):
+                            expired = True
+                            counts["expired"] += 1
+                    if not expired:
+                        self.running += 1
             finally:
                 lock.release()
-            if now is not None:
-                if isinstance(now, Exception):
-                    log_clock_failure(now)
-                now = None
+            if clock_error is not None:
+                log_clock_failure(clock_error)
+                clock_error = None
             if entry is None:
-                park.acquire()
-                woken = True
+                if yielded:
+                    park.acquire()
+                    woken = True
+                    yielded = False
+                else:
+                    time.sleep(0)
+                    yielded = True
             elif expired:
                 claim(entry.take()[0], cancel=True)
             else:
-                run(entry.future, entry.fn, entry.args, entry.kwargs)
+                yielded = False
+                outcome = run(entry.future, entry.fn, entry.args, entry.kwargs)
                 if entry.deadline is not None:
                     entry.take()  # a tombstone of it may stay in the deadline heap
             entry = None  # nothing of the task stays referenced while this worker sleeps
@@ -323,64 +369,121 @@ class Scheduler:
             self.wakes -= 1
             self.broken = BROKEN_BY_INITIALIZER
             drained = self.queue.drain()
+            self.counts["failed"] += len(drained)
+            self._after_shrink_locked()
         for entry in drained:
             future = entry.take()[0]
             if claim(future, cancel=False):
-                future.set_exception(self.broken_type(BROKEN_BY_INITIALIZER))
+                guard_callbacks(
+                    future, future.set_exception, self.broken_type(BROKEN_BY_INITIALIZER)
+                )
 
-    # -- the deadline timer ----------------------------------------------------------------
-
-    def _time(self) -> None:
-        """Body of the timer thread: expire queued tasks whose deadline has come."""
-        lock = self.lock
-        queue = self.queue
-        signalled = False
-        while True:
-            with lock:
-                if signalled:
-                    self.timer_signalled = False
-                now = self.read_clock()
-                due = [] if isinstance(now, Exception) else queue.pop_due(now)
-                deadline = queue.next_deadline()
-                self.timer_target = deadline
-                done = deadline is None and self.stopping
-                if done:
-                    self.timer_thread = None
-            for entry in due:
-                claim(entry.take()[0], cancel=True)
-            del due
-            if isinstance(now, Exception):
-                log_clock_failure(now)
-            if done:
-                return
-            if deadline is None:
-                signalled = self.timer_park.acquire()
-            else:
-                delay = CLOCK_RETRY if isinstance(now, Exception) else deadline - now
-                signalled = self.timer_park.acquire(timeout=min(max(0.0, delay), MAX_SLEEP))
+    # -- deadlines -------------------------------------------------------------------------
 
     def read_clock(self) -> Union[float, Exception]:
         """The pool's clock, or the exception it raised, which the caller logs after unlocking.
 
         A failing clock must not kill the thread that reads it: a worker would lose the task
         it holds, the timer every later deadline. Until the clock works again, a worker runs
-        the task it took, and the timer retries every ``CLOCK_RETRY`` seconds.
+        the task it took, and the timer retries every ``_timer.CLOCK_RETRY`` seconds.
         """
         try:
             return self.clock()
         except Exception as exc:
             return exc
 
+    def pop_due_locked(self, now: float) -> list[Entry]:
+        """Remove the entries due at ``now``, for the timer to expire them."""
+        due = self.queue.pop_due(now)
+        if due:
+            self.counts["expired"] += len(due)
+            self._after_shrink_locked()
+        return due
+
     def wake_timer(self) -> None:
         """Make the timer re-read the clock now (tests call this after moving a fake clock)."""
         with self.lock:
-            if self.timer_thread is not None:
-                self._signal_timer_locked(self.timer_target)
+            self.timer.wake_locked()
+
+    # -- features --------------------------------------------------------------------------
+
+    def set_priority(self, future: Future[Any], priority: Number) -> bool:
+        """Move a queued task to ``priority``; False if it is not queued in this pool."""
+        with self.lock:
+            entry = self.queue.find(future)
+            if entry is None:
+                return False
+            if self.ageing is None:
+                key = sort_key(priority)
+            else:  # keep its age: the key stays ``queued_at - priority * ageing``
+                key = entry.key + (entry.priority - priority) * self.ageing
+            entry.priority = priority
+            self.queue.requeue(entry, key)
+            return True
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
+        with self.lock:
+            if self.stopping:
+                return  # a stopping pool drains its queue: it cannot be paused again
+            self.paused = paused
+            if not paused:
+                self._resume_locked()
+
+    def _resume_locked(self) -> None:
+        if self.idle and self.queue and not self.wakes:
+            self.wakes = 1
+            self.idle.pop().release()  # it passes the wake-up on
+        while (
+            not self.idle and self.wakes < len(self.queue) and len(self.threads) < self.max_workers
+        ):
+            self._start_worker_locked()
+
+    def is_own_thread(self) -> bool:
+        """True when called from one of this pool's workers or from its timer."""
+        current = threading.current_thread()
+        with self.lock:
+            return current in self.threads or current is self.timer.thread
+
+    def wait_quiet(self, timeout: Optional[float]) -> bool:
+        """Block until nothing is queued or running; False if ``timeout`` passed first."""
+        if self.is_own_thread():
+            raise RuntimeError(
+                "cannot join() from one of the pool's own threads: it would wait for itself"
+            )
+        with self.lock:
+            self.joiners += 1
+            try:
+                return self.quiet.wait_for(lambda: not self.queue and not self.running, timeout)
+            finally:
+                self.joiners -= 1
+
+    def statistics(self) -> ExecutorStatistics:
+        """A snapshot of the pool's state and counts, taken under the lock."""
+        with self.lock:
+            by_priority = Counter(entry.priority for entry in self.queue.entries.values())
+            return ExecutorStatistics(
+                queued=len(self.queue),
+                queued_by_priority=dict(sorted(by_priority.items(), reverse=True)),
+                running=self.running,
+                workers=sum(thread.is_alive() for thread in self.threads),
+                idle_workers=len(self.idle),
+                paused=self.paused,
+                submitted=self.counts["submitted"],
+                completed=self.counts["completed"],
+                failed=self.counts["failed"],
+                cancelled=self.counts["cancelled"],
+                expired=self.counts["expired"],
+                rejected=self.counts["rejected"],
+            )
 
     # -- stopping --------------------------------------------------------------------------
 
     def stop(self, *, shutdown: bool, cancel_futures: bool) -> None:
         """Let every thread exit once the queue is empty; never blocks, never runs tasks here.
+
+        A paused pool is resumed, so that its queued tasks run (or are cancelled) and
+        ``shutdown(wait=True)`` cannot hang on them.
 
         Args:
             shutdown: refuse new submissions from now on (``shutdown()``, not garbage collection).
@@ -390,63 +493,75 @@ class Scheduler:
             if shutdown:
                 self.shutdown = True
             self.stopping = True
+            self.paused = False
             drained = self.queue.drain() if cancel_futures else []
+            self.counts["cancelled"] += len(drained)
             parks = self.idle[:]
             self.idle.clear()  # in place: workers hold this list
             self.wakes += len(parks)
-            if self.timer_thread is not None:
-                self._signal_timer_locked(self.timer_target)
+            self.timer.wake_locked()
+            self.room.notify_all()  # blocked submits raise the standard RuntimeError
+            self._after_shrink_locked()
         for park in parks:
             park.release()
         for entry in drained:
             claim(entry.take()[0], cancel=True)
 
-    def join(self) -> None:
+    def join_threads(self) -> None:
         """Wait for every thread of the pool to exit; from one of them, return at once.
 
         A pool thread cannot wait for the pool: it would wait for itself, or for a worker
         that waits for it (two tasks calling ``shutdown()`` at once), or keep the queue from
         draining while the timer it waits for sleeps until a deadline.
         """
-        current = threading.current_thread()
+        if self.is_own_thread():
+            return
         with self.lock:
             threads = list(self.threads)
-            if current in self.threads or current is self.timer_thread:
-                return
         for thread in threads:
             thread.join()
-        with self.lock:
-            if self.timer_thread is not None:
-                self._signal_timer_locked(self.timer_target)
-            timer = self.timer_thread
-        if timer is not None:
-            timer.join()
+        self.timer.join()
 
     def check_invariants(self) -> None:
         """Check the queue's and the scheduler's invariants in O(n); for tests only."""
         with self.lock:
             self.queue._check_invariants()
             assert self.wakes >= 0, "more wake-ups consumed than given"
+            assert self.running >= 0, "more tasks finished than started"
             assert len(self.idle) <= len(self.threads), "more idle workers than threads"
             assert len(self.threads) <= self.max_workers, "more threads than max_workers"
-            if self.idle and self.queue:
+            if self.idle and self.queue and not self.paused:
                 assert self.wakes > 0, "a task waits while every idle worker sleeps"
+            if self.max_queued is not None:
+                assert len(self.queue) <= self.max_queued, "more tasks queued than max_queued"
             if self.queue.deadline_count and not self.broken:
                 earliest = self.queue.next_deadline()
-                assert self.timer_thread is not None, "deadlines pending without a timer"
-                assert self.timer_target is not None and earliest is not None
-                assert self.timer_target <= earliest, "the timer would sleep past a deadline"
+                assert self.timer.thread is not None, "deadlines pending without a timer"
+                assert self.timer.target is not None, "the timer sleeps with no target"
+                assert earliest is not None, "deadline count without a deadline"
+                assert self.timer.target <= earliest, "the timer would sleep past a deadline"
+            counts = self.counts
+            settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
+            assert counts["submitted"] == settled + len(self.queue) + self.running, "lost task"
 
     def after_fork_in_child(self) -> None:
         """Make a pool inherited across ``fork()`` refuse work instead of hanging on it.
 
-        Its threads do not exist in the child, and another thread may have held its lock.
+        Its threads do not exist in the child, and another thread may have held its lock. A
+        pool that had started no thread has no such state to lose, and stays usable.
         """
+        used = bool(self.threads) or self.timer.thread is not None or bool(self.queue)
         self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)
+        self.quiet = threading.Condition(self.lock)
         self.idle.clear()
         self.threads.clear()
-        self.timer_thread = None
-        self.broken = "cannot use a pool inherited across os.fork(); create a new pool in the child"
+        self.wakes = 0
+        self.timer = DeadlineTimer(self)
+        if used:
+            self.broken = (
+                "cannot use a pool inherited across os.fork(); create a new pool in the child"
+            )
 
     def owner_gone(self, _ref: weakref.ReferenceType[Any]) -> None:
         """Weak-reference callback: the executor was collected without ``shutdown()``.
@@ -459,12 +574,10 @@ class Scheduler:
             self.lock.release()
             self.stop(shutdown=False, cancel_futures=False)
             return
-        try:
+        # If the interpreter is exiting, no thread can start; its exit hook stops every pool.
+        with contextlib.suppress(RuntimeError):
             threading.Thread(
                 name=f"{self.thread_name_prefix}_stop",
                 target=self.stop,
                 kwargs={"shutdown": False, "cancel_futures": False},
             ).start()
-        except RuntimeError:
-            # The interpreter is exiting: its exit hook stops every pool anyway.
-            pass

@@ -1,0 +1,91 @@
+"""The deadline timer: one thread per pool, started with the first deadline, never polling.
+
+It sleeps until the earliest queued deadline, expires every task due by then, and sleeps
+again; with no deadline queued it sleeps until signalled. A submit with an earlier deadline
+than the one it sleeps until signals it. So a task expires within the timer's wake-up latency
+of its deadline even when every worker is busy with long tasks, and an idle pool costs
+nothing. Workers also check the deadline of each entry they pop, so an entry popped after its
+deadline is expired even if the timer has not woken yet.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Optional
+
+from ._claim import claim, log_clock_failure
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+#: Seconds between two tries of a clock that raised.
+CLOCK_RETRY = 1.0
+
+#: The longest the timer sleeps in one go; lock timeouts overflow beyond threading.TIMEOUT_MAX.
+MAX_SLEEP = min(3600.0, threading.TIMEOUT_MAX)
+
+
+class DeadlineTimer:
+    """The timer of one pool. Every method but ``join`` is called with the pool's lock held."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        # Guarded by the pool's lock:
+        self.thread: Optional[threading.Thread] = None
+        self.target: Optional[float] = None  # the deadline it sleeps until, None for ever
+        self.signalled = False  # the park lock was released and the timer has not woken yet
+        # The timer blocks acquiring this lock; releasing it once wakes the timer.
+        self.park = threading.Lock()
+        self.park.acquire()
+
+    def signal_locked(self, deadline: Optional[float]) -> None:
+        """Make the timer wake and re-read the queue; start it if it has not started."""
+        if self.thread is None:
+            thread = threading.Thread(
+                name=f"{self.scheduler.thread_name_prefix}_timer", target=self._loop
+            )
+            thread.start()  # if this raises, submit raises and nothing changes
+            self.thread = thread
+        self.target = deadline
+        if not self.signalled:
+            self.signalled = True
+            self.park.release()
+
+    def wake_locked(self) -> None:
+        """Wake a running timer, so it re-reads the clock and the queue; no-op if none runs."""
+        if self.thread is not None:
+            self.signal_locked(self.target)
+
+    def _loop(self) -> None:
+        scheduler = self.scheduler
+        signalled = False
+        while True:
+            with scheduler.lock:
+                if signalled:
+                    self.signalled = False
+                now = scheduler.read_clock()
+                due = [] if isinstance(now, Exception) else scheduler.pop_due_locked(now)
+                deadline = scheduler.queue.next_deadline()
+                self.target = deadline
+                # Once the pool is stopping, no deadline can be added: exit when none is left.
+                done = deadline is None and scheduler.stopping
+            for entry in due:
+                claim(entry.take()[0], cancel=True)
+            del due
+            if isinstance(now, Exception):
+                log_clock_failure(now)
+            if done:
+                return
+            if deadline is None:
+                signalled = self.park.acquire()
+            else:
+                delay = CLOCK_RETRY if isinstance(now, Exception) else deadline - now
+                signalled = self.park.acquire(timeout=min(max(0.0, delay), MAX_SLEEP))
+
+    def join(self) -> None:
+        """Wait for the timer to exit, once the pool is stopping. Call without the lock."""
+        with self.scheduler.lock:
+            self.wake_locked()
+            thread = self.thread
+        if thread is not None:
+            thread.join()
