@@ -582,21 +582,16 @@ def test_constructor_errors_match_the_standard_pool(kwargs: dict[str, Any], mess
     assert str(ours.value) == str(standard.value) == message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="join(timeout=...) is not checked: 'x' and 1j raise Python's own TypeError only "
-    "if the pool is busy ('unsupported operand type(s) for +: ...'), True waits one second, "
-    "NaN waits for ever; on an idle pool all return True",
-)
 @pytest.mark.parametrize(
     ("timeout", "error", "message"),
     [
         ("x", TypeError, "timeout must be a real number or None, got 'x' (str)"),
         (True, TypeError, "timeout must be a real number or None, got True (bool)"),
         (1j, TypeError, "timeout must be a real number or None, got 1j (complex)"),
-        (NaN, ValueError, "timeout must not be NaN, got nan (float)"),
+        (NaN, ValueError, "timeout must be a non-negative number, got nan (float)"),
+        (-1, ValueError, "timeout must be a non-negative number, got -1 (int)"),
     ],
-    ids=["str", "True", "complex", "NaN"],
+    ids=["str", "True", "complex", "NaN", "negative"],
 )
 def test_join_refuses_a_bad_timeout(timeout: object, error: type[Exception], message: str) -> None:
     with PriorityThreadPoolExecutor(max_workers=1) as pool:

@@ -73,10 +73,10 @@ def _results(
                     if args is not None:
                         futures.append(submit(owner, fn, args))
                 del owner
-            future = futures.popleft()
             remaining = None if end_time is None else end_time - time.monotonic()
-            yield _result_or_cancel(future, remaining)
-            del future
+            # No local name for the future: while suspended here, this frame must not keep
+            # the result alive (CPython issue 14406).
+            yield _result_or_cancel(futures.popleft(), remaining)
     finally:
         for future in futures:
             future.cancel()

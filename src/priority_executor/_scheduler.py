@@ -121,7 +121,7 @@ class Scheduler:
             acquire_politely(lock)
         try:
             self._check_accepting_locked()
-            expired, evicted = False, None
+            expired, evicted, thread = False, None, None
             if timeout is None and self.ageing is None:
                 key = sort_key(priority)
             else:
@@ -146,34 +146,33 @@ class Scheduler:
             if expired:
                 self.counts["expired"] += 1
             else:
-                self._queue_locked(entry, key, evicted)
+                thread = self._queue_locked(entry, key)
         finally:
             lock.release()
+        if thread is not None:
+            self._start_worker(thread, entry, evicted)
         if evicted is not None:
             claim(evicted.take()[0], cancel=True)
         if expired:
             claim(future, cancel=True)
         return future
 
-    def _queue_locked(self, entry: Entry, key: Number, evicted: Optional[Entry]) -> None:
-        """Push ``entry`` and get a worker to it; on failure, undo this submit entirely."""
+    def _queue_locked(self, entry: Entry, key: Number) -> Optional[threading.Thread]:
+        """Push ``entry`` and get a worker to it; return a new worker for the caller to start.
+
+        The caller starts it once the lock is released, as the standard pool does in effect:
+        while ``start()`` waits for the new thread, that thread can take the lock and a task.
+        """
         self.queue.push(entry, key)
         if self.paused:
-            return
+            return None
         if self.idle:
             if not self.wakes:
                 self.wakes = 1
                 self.idle.pop().release()
         elif self.wakes < len(self.queue) and len(self.threads) < self.max_workers:
-            try:
-                self._start_worker_locked()
-            except BaseException:
-                self.queue.remove(entry)
-                self.counts["submitted"] -= 1
-                if evicted is not None:
-                    self.queue.push(evicted, evicted.key)
-                    self.counts["cancelled"] -= 1
-                raise
+            return self._new_worker_locked()
+        return None
 
     def _check_accepting_locked(self) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued."""
@@ -228,16 +227,45 @@ class Scheduler:
             self.blocked -= 1
         return None, False
 
-    def _start_worker_locked(self) -> None:
-        name = f"{self.thread_name_prefix}_{len(self.threads)}"
-        thread = threading.Thread(name=name, target=self._work)
+    def _new_worker_locked(self) -> threading.Thread:
+        """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
+        thread = threading.Thread(
+            name=f"{self.thread_name_prefix}_{len(self.threads)}", target=self._work
+        )
         self.threads.add(thread)
         self.wakes += 1
+        return thread
+
+    def _start_worker(
+        self,
+        thread: threading.Thread,
+        entry: Optional[Entry] = None,
+        evicted: Optional[Entry] = None,
+    ) -> None:
+        """Start a thread from ``_new_worker_locked``; if it cannot start, undo what matters.
+
+        If other workers remain, they will run the queued work: the failure is absorbed. If
+        none remains, the submit that queued ``entry`` is undone entirely (the task is taken
+        off the queue, an evicted task put back) and the error raised, as the standard pool
+        raises it.
+        """
         try:
             thread.start()
         except BaseException:
-            self.threads.discard(thread)
-            self.wakes -= 1
+            with self.lock:
+                self.threads.discard(thread)
+                self.wakes -= 1
+                if self.threads:
+                    if self.idle and self.queue and not self.wakes and not self.paused:
+                        self.wakes = 1
+                        self.idle.pop().release()
+                    return
+                if entry is not None and self.queue.find(entry.future) is entry:
+                    self.queue.remove(entry)
+                    self.counts["submitted"] -= 1
+                    if evicted is not None:
+                        self.queue.push(evicted, evicted.key)
+                        self.counts["cancelled"] -= 1
             raise
 
     def _on_done(self, future: Future[Any]) -> None:
@@ -277,7 +305,15 @@ class Scheduler:
     # -- workers ---------------------------------------------------------------------------
 
     def _work(self) -> None:
-        """Body of every worker thread."""
+        """Body of every worker thread.
+
+        Each turn of the loop takes the lock once: it counts the outcome of the previous
+        task, pops the next entry, passes a wake-up on if work and idle workers remain, and
+        decides, by one clock reading, whether a popped entry with a deadline has expired.
+        With nothing to do, the worker first yields the GIL once (a submitter that holds it
+        may be about to queue more; a worker that sleeps after every task costs a wake-up
+        per task), then parks. While it yields it counts in ``wakes``, as on its way.
+        """
         if self.initializer is not None:
             try:
                 self.initializer(*self.initargs)
@@ -288,15 +324,12 @@ class Scheduler:
         park = threading.Lock()
         park.acquire()
         woken = True  # a started thread was counted in ``wakes``, like a woken one
-        lock = self.lock
-        queue = self.queue
+        lock, queue, idle, counts = self.lock, self.queue, self.idle, self.counts
         pop = queue.pop
-        idle = self.idle
-        counts = self.counts
         outcome: Optional[str] = None  # of the task this worker ran last, not yet counted
         yielded = False  # found the queue empty and yielded once since its last task
-        clock_error: Optional[Exception] = None
         while True:
+            expired: Union[bool, Exception] = False
             if not lock.acquire(False):
                 acquire_politely(lock)
             try:
@@ -313,9 +346,7 @@ class Scheduler:
                 if entry is not None and self.blocked:
                     self._after_shrink_locked()
                 if idle and not self.wakes and queue and not self.paused:
-                    # Pass the wake-up on: idle workers are woken one at a time, each by the
-                    # previous one, so a burst costs one wake-up per worker actually needed.
-                    self.wakes = 1
+                    self.wakes = 1  # pass the wake-up on, one worker at a time
                     idle.pop().release()
                 if entry is None:
                     if self.stopping and not queue:
@@ -324,45 +355,48 @@ class Scheduler:
                     if yielded:
                         idle.append(park)
                     else:
-                        # Before sleeping, yield the GIL once: a submitter that holds it may
-                        # be about to queue more, and a worker that sleeps after every task
-                        # costs a wake-up per task. Meanwhile it counts as on its way.
                         self.wakes += 1
                         woken = True
                 else:
-                    expired = False
                     if entry.deadline is not None:
-                        # One clock reading, under the lock, decides between running and
-                        # expiring; a clock that raises lets the task run.
-                        now = self.read_clock()
-                        if isinstance(now, Exception):
-                            clock_error = now
-                        elif is_due(entry.deadline, now):
-                            expired = True
-                            counts["expired"] += 1
-                    if not expired:
+                        expired = self._expired_locked(entry)
+                    if expired is not True:
                         self.running += 1
             finally:
                 lock.release()
-            if clock_error is not None:
-                log_clock_failure(clock_error)
-                clock_error = None
             if entry is None:
                 if yielded:
-                    park.acquire()
-                    woken = True
-                    yielded = False
+                    park.acquire()  # until a submit or another worker hands it a wake-up
+                    woken, yielded = True, False
                 else:
                     time.sleep(0)
                     yielded = True
-            elif expired:
+            elif expired is True:
                 claim(entry.take()[0], cancel=True)
             else:
+                if expired:  # the clock raised: the task runs, and the error is logged
+                    log_clock_failure(expired)
                 yielded = False
                 outcome = run(entry.future, entry.fn, entry.args, entry.kwargs)
                 if entry.deadline is not None:
                     entry.take()  # a tombstone of it may stay in the deadline heap
             entry = None  # nothing of the task stays referenced while this worker sleeps
+
+    def _expired_locked(self, entry: Entry) -> Union[bool, Exception]:
+        """Decide, by one clock reading under the lock, whether a popped entry has expired.
+
+        Returns:
+            True if it expired (and counts it), False if it may run, or the exception the
+            clock raised: the task then runs, and the caller logs the error after unlocking.
+        """
+        assert entry.deadline is not None
+        now = self.read_clock()
+        if isinstance(now, Exception):
+            return now
+        if is_due(entry.deadline, now):
+            self.counts["expired"] += 1
+            return True
+        return False
 
     def _initializer_failed(self) -> None:
         with self.lock:
@@ -423,21 +457,23 @@ class Scheduler:
 
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
+        threads = []
         with self.lock:
             if self.stopping:
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if not paused:
-                self._resume_locked()
-
-    def _resume_locked(self) -> None:
-        if self.idle and self.queue and not self.wakes:
-            self.wakes = 1
-            self.idle.pop().release()  # it passes the wake-up on
-        while (
-            not self.idle and self.wakes < len(self.queue) and len(self.threads) < self.max_workers
-        ):
-            self._start_worker_locked()
+                if self.idle and self.queue and not self.wakes:
+                    self.wakes = 1
+                    self.idle.pop().release()  # it passes the wake-up on
+                while (
+                    not self.idle
+                    and self.wakes < len(self.queue)
+                    and len(self.threads) < self.max_workers
+                ):
+                    threads.append(self._new_worker_locked())
+        for thread in threads:
+            self._start_worker(thread)
 
     def is_own_thread(self) -> bool:
         """True when called from one of this pool's workers or from its timer."""
