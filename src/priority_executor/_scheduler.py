@@ -87,7 +87,8 @@ class Scheduler:
         # ``wakes == 0``. Threads are started as the standard pool starts them: by submit,
         # when no worker is idle and fewer are on their way than tasks are queued.
         self.wakes = 0
-        self.threads: set[threading.Thread] = set()
+        self.threads: set[threading.Thread] = set()  # started workers, as the standard pool's
+        self.starting: set[threading.Thread] = set()  # counted in, started after unlocking
         self.running = 0  # tasks taken by a worker whose outcome is not yet counted
         self.paused = False
         self.shutdown = False
@@ -170,7 +171,7 @@ class Scheduler:
             if not self.wakes:
                 self.wakes = 1
                 self.idle.pop().release()
-        elif self.wakes < len(self.queue) and len(self.threads) < self.max_workers:
+        elif self.wakes < len(self.queue) and self.workers_locked() < self.max_workers:
             return self._new_worker_locked()
         return None
 
@@ -229,10 +230,9 @@ class Scheduler:
 
     def _new_worker_locked(self) -> threading.Thread:
         """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
-        thread = threading.Thread(
-            name=f"{self.thread_name_prefix}_{len(self.threads)}", target=self._work
-        )
-        self.threads.add(thread)
+        index = len(self.threads) + len(self.starting)
+        thread = threading.Thread(name=f"{self.thread_name_prefix}_{index}", target=self._work)
+        self.starting.add(thread)
         self.wakes += 1
         return thread
 
@@ -253,9 +253,10 @@ class Scheduler:
             thread.start()
         except BaseException:
             with self.lock:
-                self.threads.discard(thread)
+                self.starting.discard(thread)
+                self.quiet.notify_all()  # join_threads() waits for no thread to be starting
                 self.wakes -= 1
-                if self.threads:
+                if self.threads or self.starting:
                     if self.idle and self.queue and not self.wakes and not self.paused:
                         self.wakes = 1
                         self.idle.pop().release()
@@ -267,6 +268,10 @@ class Scheduler:
                         self.queue.push(evicted, evicted.key)
                         self.counts["cancelled"] -= 1
             raise
+        with self.lock:
+            self.starting.discard(thread)
+            self.threads.add(thread)
+            self.quiet.notify_all()  # join_threads() waits for no thread to be starting
 
     def _on_done(self, future: Future[Any]) -> None:
         """Done-callback of every future: unqueue a task cancelled by its user, wake waiters.
@@ -469,17 +474,23 @@ class Scheduler:
                 while (
                     not self.idle
                     and self.wakes < len(self.queue)
-                    and len(self.threads) < self.max_workers
+                    and self.workers_locked() < self.max_workers
                 ):
                     threads.append(self._new_worker_locked())
         for thread in threads:
             self._start_worker(thread)
 
+    def workers_locked(self) -> int:
+        """Worker threads started or being started."""
+        return len(self.threads) + len(self.starting)
+
     def is_own_thread(self) -> bool:
         """True when called from one of this pool's workers or from its timer."""
         current = threading.current_thread()
         with self.lock:
-            return current in self.threads or current is self.timer.thread
+            return (
+                current in self.threads or current in self.starting or current is self.timer.thread
+            )
 
     def wait_quiet(self, timeout: Optional[float]) -> bool:
         """Block until nothing is queued or running; False if ``timeout`` passed first."""
@@ -553,6 +564,8 @@ class Scheduler:
         if self.is_own_thread():
             return
         with self.lock:
+            # No thread can be counted in once the pool is stopping; wait for those starting.
+            self.quiet.wait_for(lambda: not self.starting)
             threads = list(self.threads)
         for thread in threads:
             thread.join()
@@ -564,8 +577,9 @@ class Scheduler:
             self.queue._check_invariants()
             assert self.wakes >= 0, "more wake-ups consumed than given"
             assert self.running >= 0, "more tasks finished than started"
-            assert len(self.idle) <= len(self.threads), "more idle workers than threads"
-            assert len(self.threads) <= self.max_workers, "more threads than max_workers"
+            assert len(self.idle) <= self.workers_locked(), "more idle workers than threads"
+            assert self.workers_locked() <= self.max_workers, "more threads than max_workers"
+            assert not self.threads & self.starting, "a thread both started and starting"
             if self.idle and self.queue and not self.paused:
                 assert self.wakes > 0, "a task waits while every idle worker sleeps"
             if self.max_queued is not None:
@@ -586,12 +600,13 @@ class Scheduler:
         Its threads do not exist in the child, and another thread may have held its lock. A
         pool that had started no thread has no such state to lose, and stays usable.
         """
-        used = bool(self.threads) or self.timer.thread is not None or bool(self.queue)
+        used = bool(self.threads or self.starting or self.queue) or self.timer.thread is not None
         self.lock = threading.Lock()
         self.room = threading.Condition(self.lock)
         self.quiet = threading.Condition(self.lock)
         self.idle.clear()
         self.threads.clear()
+        self.starting.clear()
         self.wakes = 0
         self.timer = DeadlineTimer(self)
         if used:
