@@ -11,8 +11,8 @@ Documented outcomes, each tested below:
   once the clock reaches its deadline again, and a worker that claims a task while the clock
   reads earlier than its deadline runs it. No task is lost, none runs twice.
 * A clock that raises in ``submit``: the exception propagates from ``submit`` and nothing is
-  queued; the pool carries on once the clock works again. Tasks without a timeout never read
-  the clock.
+  queued; the pool carries on once the clock works again. Without ``ageing``, a task
+  without a timeout does not read the clock.
 * A clock that raises in a worker or in the timer: no task is lost, no thread dies, and the
   error is logged at critical level by ``concurrent.futures``. A worker that cannot read the
   clock runs the task it took; the timer expires nothing until the clock works again, and
@@ -205,7 +205,7 @@ def test_a_clock_raising_in_submit_propagates_and_queues_nothing() -> None:
         assert len(pool._scheduler.queue) == 0
         assert not pool._threads, "a failed submit started a worker"
         pool._check_invariants()
-        # A task without a timeout does not read the clock, so it still runs.
+        # Without ageing, a task without a timeout does not read the clock: it still runs.
         assert pool.submit(str, 1).result(TIMEOUT) == "1"
         clock.failing = lambda name: False
         assert pool.submit(str, 2, timeout=1.0).result(TIMEOUT) == "2"

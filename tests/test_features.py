@@ -8,9 +8,6 @@ and the order in which the tasks ran is read from a list. Time is a :class:`Fake
 moves only when a test says so. A submit that must block runs in a helper thread, and the test
 waits for the pool to report it blocked before it makes room. Every wait has a timeout, and
 ``_check_invariants()`` runs after each step that changes the queue.
-
-Tests marked ``xfail(strict=True, reason="BUG: ...")`` state the documented behaviour that the
-code does not have yet.
 """
 
 from __future__ import annotations
@@ -48,7 +45,8 @@ JOIN_FROM_WORKER_MESSAGE = (
 #: timer that slept until it in real seconds would fail the test instead of passing it late.
 FAR = 100.0
 
-#: How long an xfail test waits for what a known bug prevents; a fixed pool takes milliseconds.
+#: How long a test waits for what a correct pool does in milliseconds: short, so that a
+#: regression fails fast instead of waiting out TIMEOUT.
 STUCK = 1.0
 
 
@@ -122,6 +120,17 @@ def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
     wait_until(blocked, f"{count} submit(s) block on the full queue")
 
 
+def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = None) -> None:
+    """Wait until the deadline timer has handled every wake-up and sleeps until ``target``."""
+    scheduler = pool._scheduler
+
+    def asleep() -> bool:
+        with scheduler.lock:
+            return not scheduler.timer.signalled and scheduler.timer.target == target
+
+    wait_until(asleep, f"the timer sleeps until {target}")
+
+
 @contextmanager
 def closing(pool: PriorityThreadPoolExecutor, *gates: Gate) -> Iterator[PriorityThreadPoolExecutor]:
     """Yield ``pool``; on the way out open ``gates`` and shut it down, cancelling what waits."""
@@ -143,8 +152,19 @@ def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:
 def run_to_idle(pool: PriorityThreadPoolExecutor, gate: Gate) -> None:
     """Open ``gate`` and wait until nothing is queued or running."""
     gate.open()
-    assert pool.join(TIMEOUT), "the pool did not become idle"
+    assert joined_promptly(pool), "the pool did not become idle"
     pool._check_invariants()
+
+
+def joined_promptly(pool: PriorityThreadPoolExecutor) -> bool:
+    """``pool.join(TIMEOUT)``, True only if it returned before its timeout.
+
+    On a timeout ``join`` re-checks and may return True, so only the time taken tells that
+    it was woken when the pool became idle rather than at the end of its timeout.
+    """
+    started = time.monotonic()
+    idle = pool.join(TIMEOUT)
+    return idle and time.monotonic() - started < TIMEOUT
 
 
 def assert_conserved(stats: ExecutorStatistics) -> None:
@@ -417,15 +437,6 @@ def test_set_priority_with_ageing_lands_behind_a_task_of_the_same_age_and_priori
     assert record.ran == ["there", "moved"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: set_priority under ageing computes the new key as old_key + (old_p - new_p) * "
-        "ageing, which rounds differently from queued_at - new_p * ageing: with ageing=0.1 "
-        "a task moved from priority 1 to 3 gets key 999.6999999999999 instead of 999.7 and "
-        "jumps ahead of a task of the same age already queued at 3"
-    ),
-)
 def test_set_priority_with_a_fractional_ageing_still_lands_behind_equal_age_tasks(
     clock: FakeClock, gate: Gate
 ) -> None:
@@ -438,6 +449,22 @@ def test_set_priority_with_a_fractional_ageing_still_lands_behind_equal_age_task
         pool._check_invariants()
         run_to_idle(pool, gate)
     assert record.ran == ["there", "moved"]
+
+
+def test_set_priority_with_ageing_back_from_an_infinite_priority(
+    clock: FakeClock, gate: Gate
+) -> None:
+    record = Recorder()
+    with closing(PriorityThreadPoolExecutor(1, clock=clock, ageing=1.0), gate) as pool:
+        hold_worker(pool, gate)
+        moved = pool.submit(record, "moved", priority=math.inf)
+        for tag in ("a", "b", "c", "d", "e"):
+            pool.submit(record, tag, priority=Priority.LOW)  # key 1001, like "moved" at LOW
+        pool.submit(record, "normal")  # key 1000
+        assert pool.set_priority(moved, Priority.LOW) is True
+        pool._check_invariants()
+        run_to_idle(pool, gate)
+    assert record.ran == ["normal", "a", "b", "c", "d", "e", "moved"]
 
 
 # -- 3. pause and resume --------------------------------------------------------------------
@@ -470,7 +497,7 @@ def test_pause_starts_no_queued_task_while_running_tasks_finish(gate: Gate) -> N
         pool.resume()
         pool.resume()  # idempotent
         assert pool.paused is False
-        assert pool.join(TIMEOUT)
+        assert joined_promptly(pool)
         pool._check_invariants()
     assert record.ran == [2, 1, 0]
 
@@ -522,15 +549,6 @@ def test_resume_starts_as_many_workers_as_the_queue_needs() -> None:
     assert all(future.exception(TIMEOUT) is None for future in futures)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: resume() with idle workers wakes one, which passes the wake-up to the other "
-        "idle workers, but no one starts the threads still allowed by max_workers: with 2 "
-        "idle workers, max_workers=3 and 3 blocking tasks, only 2 start (plain submit does "
-        "the same, where ThreadPoolExecutor starts a third thread)"
-    ),
-)
 def test_resume_wakes_idle_workers_and_starts_the_missing_ones() -> None:
     release = threading.Event()
     started = [threading.Event() for _ in range(3)]
@@ -575,13 +593,6 @@ def test_shutdown_of_a_paused_pool_runs_its_queued_tasks(gate: Gate) -> None:
     assert record.ran == [0, 1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: shutdown() of a pool paused before any worker started leaves its queued tasks "
-        "pending for ever: stop() un-pauses and wakes idle workers but starts none"
-    ),
-)
 def test_shutdown_of_a_pool_paused_before_it_started_a_worker_runs_its_tasks() -> None:
     pool = PriorityThreadPoolExecutor(2)
     pool.pause()
@@ -627,7 +638,7 @@ def test_join_returns_true_at_once_when_idle() -> None:
         assert pool.join() is True  # never used
         assert pool.join(0) is True
         futures = [pool.submit(str, i) for i in range(10)]
-        assert pool.join(TIMEOUT) is True
+        assert joined_promptly(pool)
         assert all(future.done() for future in futures)
         stats = pool.statistics()
         assert (stats.queued, stats.running, stats.completed) == (0, 0, 10)
@@ -643,14 +654,14 @@ def test_join_returns_false_on_timeout_while_a_task_runs(gate: Gate) -> None:
         assert pool.join(0.05) is False
         assert pool.join(0) is False
         gate.open()
-        assert pool.join(TIMEOUT) is True
+        assert joined_promptly(pool)
 
 
 def test_join_from_several_threads_returns_true_in_each(gate: Gate) -> None:
     with closing(PriorityThreadPoolExecutor(1), gate) as pool:
         hold_worker(pool, gate)
         pool.submit(str, "queued")
-        joiners = [InThread(lambda: pool.join(TIMEOUT)) for _ in range(4)]
+        joiners = [InThread(lambda: joined_promptly(pool)) for _ in range(4)]
         scheduler = pool._scheduler
         wait_until(lambda: scheduler.joiners == 4, "four threads wait in join()")
         assert not any(joiner.future.done() for joiner in joiners)
@@ -659,15 +670,18 @@ def test_join_from_several_threads_returns_true_in_each(gate: Gate) -> None:
 
 
 def test_join_from_a_task_raises_instead_of_waiting_for_itself() -> None:
+    # With a timeout, so that a pool that let the task wait for itself fails this test
+    # instead of hanging it.
     pool = PriorityThreadPoolExecutor(1)
     try:
-        joined = pool.submit(pool.join)
-        error = joined.exception(TIMEOUT)
-        assert isinstance(error, RuntimeError)
-        assert str(error) == JOIN_FROM_WORKER_MESSAGE
-        with_timeout = pool.submit(pool.join, 1.0)
+        for timeout in (TIMEOUT, 0):
+            joined = pool.submit(pool.join, timeout)
+            error = joined.exception(2 * TIMEOUT)
+            assert isinstance(error, RuntimeError)
+            assert str(error) == JOIN_FROM_WORKER_MESSAGE
+        with_timeout = pool.submit(pool.join, TIMEOUT)
         with pytest.raises(RuntimeError, match=exact(JOIN_FROM_WORKER_MESSAGE)):
-            with_timeout.result(TIMEOUT)
+            with_timeout.result(2 * TIMEOUT)
     finally:
         pool.shutdown()
 
@@ -692,14 +706,6 @@ def test_join_refuses_a_bad_timeout_with_an_exact_message(
         pool.shutdown()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: join() is not woken when a worker pops the last queued task and expires it "
-        "(its deadline passed before the timer noticed): the worker never calls "
-        "_after_shrink_locked on that path, so join() waits for its whole timeout"
-    ),
-)
 def test_join_wakes_when_a_worker_expires_the_last_queued_task(
     clock: FakeClock, gate: Gate
 ) -> None:
@@ -707,16 +713,10 @@ def test_join_wakes_when_a_worker_expires_the_last_queued_task(
     with closing(pool, gate):
         hold_worker(pool, gate)
         late = pool.submit(str, "late", timeout=FAR)
-        scheduler, deadline = pool._scheduler, clock() + FAR
-
-        def timer_asleep() -> bool:
-            with scheduler.lock:
-                return not scheduler.timer.signalled and scheduler.timer.target == deadline
-
-        wait_until(timer_asleep, "the timer sleeps until the deadline")
+        timer_asleep(pool, clock() + FAR)
         clock.advance(2 * FAR)  # the worker, not the timer, will find the task expired
         joiner = InThread(lambda: pool.join(TIMEOUT))
-        wait_until(lambda: scheduler.joiners == 1, "join() waits")
+        wait_until(lambda: pool._scheduler.joiners == 1, "join() waits")
         gate.open()
         assert late in wait([late], TIMEOUT).done
         assert late.cancelled()
@@ -867,7 +867,7 @@ def test_statistics_conservation_law_holds_at_every_step(clock: FakeClock) -> No
             assert_conserved(pool.statistics())
             pool._check_invariants()
         pool.resume()
-        assert pool.join(TIMEOUT)
+        assert joined_promptly(pool)
         stats = pool.statistics()
         assert_conserved(stats)
         assert (stats.queued, stats.running) == (0, 0)
@@ -1081,40 +1081,23 @@ def test_blocked_submit_whose_deadline_is_due_at_the_room_check_expires_at_once(
         pool._check_invariants()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: a submit blocked on a full queue whose deadline passed while it waited is "
-        "queued anyway when room appears (the wait loop checks the deadline only after a "
-        "wait that found no room), so submit returns a live future past its deadline"
-    ),
-)
 def test_blocked_submit_past_its_deadline_is_not_queued_when_room_appears(
     clock: FakeClock,
 ) -> None:
-    pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)
-    clock.attach(pool)
+    pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)  # paused: no worker
     with closing(pool):
         pool.pause()
         filler = pool.submit(str, "filler")
         blocked = InThread(lambda: pool.submit(str, "late", timeout=FAR))
         wait_blocked(pool)
-        clock.advance(2 * FAR)
+        timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
+        clock.advance(2 * FAR)  # not attached: only the blocked submit may notice
         assert filler.cancel()  # room appears only after the deadline
         late = blocked.result()
         assert late.cancelled(), "queued past its deadline"
         assert pool.statistics().expired == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: a submit that waited for room signals the deadline timer before waiting, not "
-        "after queuing; the timer, finding no such deadline queued, goes back to sleep with "
-        "no target, so the task's deadline never fires while paused or while every worker "
-        "is busy (_check_invariants: 'the timer sleeps with no target')"
-    ),
-)
 def test_a_submit_that_waited_for_room_keeps_its_deadline_armed(clock: FakeClock) -> None:
     pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)
     clock.attach(pool)
@@ -1123,13 +1106,7 @@ def test_a_submit_that_waited_for_room_keeps_its_deadline_armed(clock: FakeClock
         filler = pool.submit(str, "filler")
         blocked = InThread(lambda: pool.submit(str, "late", timeout=FAR))
         wait_blocked(pool)
-        scheduler = pool._scheduler
-
-        def timer_asleep() -> bool:
-            with scheduler.lock:
-                return not scheduler.timer.signalled and scheduler.timer.target is None
-
-        wait_until(timer_asleep, "the timer has looked at the queue")
+        timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
         assert filler.cancel()
         late = blocked.result()
         assert not late.done()
@@ -1207,15 +1184,6 @@ def test_view_submit_blocks_on_a_full_queue_until_room_appears(gate: Gate) -> No
     assert record.ran == ["through-view"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: PoolView.submit holds the view's lock while the pool's submit blocks on a "
-        "full queue; a task submitted through the same view that finishes meanwhile runs "
-        "the view's done-callback, which waits for that lock, in the worker: the worker "
-        "never comes back for the queue, so the blocked submit never gets room (deadlock)"
-    ),
-)
 def test_view_submit_blocked_on_a_full_queue_lets_the_views_tasks_finish(gate: Gate) -> None:
     with closing(PriorityThreadPoolExecutor(1, max_queued=1), gate) as pool:
         view = pool.options()
@@ -1279,7 +1247,7 @@ def test_map_with_priority_honours_pause_and_resume() -> None:
         pool.resume()
         assert list(results) == [1, 2, 3]
         assert list(view_results) == ["v1", "v2"]
-        assert pool.join(TIMEOUT)
+        assert joined_promptly(pool)
         pool._check_invariants()
     assert record.ran == [1, 2, 3, "v1", "v2", "low"]
 

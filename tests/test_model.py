@@ -569,7 +569,7 @@ def test_set_priority_under_ageing_keeps_the_age(
         pool._check_invariants()
         order: list[str] = []
         for future in [moved, *others]:
-            future.add_done_callback(lambda f: order.append(f.result()))
+            future.add_done_callback(lambda f: order.append(f.result(timeout=0)))
         pool.resume()
         assert pool.join(TIMEOUT)
     keys = {"moved": 1000.0 - then * ageing}

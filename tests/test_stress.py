@@ -5,19 +5,22 @@ they can, with random priorities (ints, floats, :class:`Priority`), random queue
 to ``MAX_TIMEOUT`` seconds on the real clock, and some tasks that raise. The submitters keep at
 most ``Run.in_flight`` futures unfinished between them, so the queue stays about as long as
 the timeouts: deadlines fall around the moment a worker claims the task, and many tasks with
-a timeout run while many others expire. ``CANCELLERS`` threads cancel a random tenth of the
-futures just after they are submitted, racing the workers' claims, and a shutdown thread
-calls ``shutdown(cancel_futures=...)`` when the stream is 60 to 90 % through (the last 2 % of
-each submitter's share waits for it to begin), so later submissions are rejected.
+a timeout run while many others expire. ``CANCELLERS`` threads take a random tenth of the
+futures just after they are submitted and cancel them, or move some with ``set_priority``,
+racing the workers' claims; a shutdown thread calls ``shutdown(cancel_futures=...)`` when
+the stream is 70 to 95 % through (the last 2 % of each submitter's share waits for it to
+begin), so later submissions are rejected. Some runs use ``ageing``, or ``max_queued`` with
+each ``when_full`` policy.
 
 After each run, every submission is accounted for:
 
-* submitted = ran + cancelled by the user + cancelled by shutdown + expired + rejected;
+* submitted = ran + cancelled by the user + cancelled by shutdown + expired + evicted +
+  rejected (after shutdown, or by a full queue with ``when_full="raise"`` or ``"evict"``);
 * every future is done, and ``wait()`` sees it done (its waiters were woken);
 * every task ran at most once, and a task ran iff its future holds its result or exception;
 * no task both ran and reports cancelled;
-* a task cancelled by the pool had a reason: its queue deadline had passed, or shutdown was
-  asked to cancel futures;
+* a task cancelled by the pool had a reason: its queue deadline had passed (and not before
+  its submit), shutdown was asked to cancel futures, or a submit to a full queue evicted it;
 * ``pool.statistics()`` agrees with these counts;
 * no thread is left behind (the ``no_leaked_threads`` fixture), none died of an exception,
   nothing was logged by ``concurrent.futures`` at error level or above, and
@@ -28,8 +31,9 @@ run in the thread that cancels the future, so a canceller thread means the user,
 thread means ``shutdown(cancel_futures=True)``, and one of the pool's threads means the
 deadline. A future that was cancelled before its callback was added (a ``timeout=0`` task, or a
 race between ``submit`` returning and the callback being added) calls back in its submitter's
-thread; the deadline or the shutdown then explains it, and when both could, the task is
-counted as "expired or cancelled by shutdown".
+thread; the deadline, the shutdown or an eviction then explains it, and when more than one
+could, the task is counted as "pool_cancelled_ambiguous". A task evicted by another thread's
+submit (``when_full="evict"``) calls back in that submitter's thread.
 
 Run ``python -m pytest -m slow tests/test_stress.py -s`` to see the figures of each run.
 """
@@ -48,11 +52,13 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 import pytest
 
-from priority_executor import Priority, PriorityThreadPoolExecutor
+from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
+from priority_executor._scheduler import WhenFull
 
-#: Calls to ``submit`` per ``-m slow`` run of this module, over all of ``RUNS``; about 12 % are
-#: rejected by the shutdown, so over a million tasks are accepted.
-TOTAL_SUBMISSIONS = 1_200_000
+#: Calls to ``submit`` per ``-m slow`` run of this module, over all of ``RUNS``. From 10 to 25 %
+#: are refused (by the shutdown, or by a full queue, depending on thread scheduling), so over a
+#: million tasks are accepted.
+TOTAL_SUBMISSIONS = 1_360_000
 SUBMITTERS = 8
 CANCELLERS = 2
 #: Queue timeouts are drawn from 0 to this many seconds (or are 0, or None).
@@ -70,17 +76,36 @@ class Run(NamedTuple):
     in_flight: int
     cancel_futures: bool
     shutdown_wait: bool
+    ageing: Optional[float] = None
+    max_queued: Optional[int] = None
+    when_full: WhenFull = "block"
 
 
 RUNS = [
     Run(seed=1, max_workers=1, in_flight=64, cancel_futures=False, shutdown_wait=True),
     Run(seed=2, max_workers=2, in_flight=256, cancel_futures=True, shutdown_wait=True),
-    Run(seed=3, max_workers=4, in_flight=128, cancel_futures=False, shutdown_wait=False),
+    Run(3, max_workers=4, in_flight=128, cancel_futures=False, shutdown_wait=False, ageing=0.001),
     Run(seed=4, max_workers=8, in_flight=512, cancel_futures=True, shutdown_wait=False),
-    Run(seed=5, max_workers=2, in_flight=32, cancel_futures=False, shutdown_wait=True),
-    Run(seed=6, max_workers=3, in_flight=2048, cancel_futures=True, shutdown_wait=True),
+    Run(5, max_workers=2, in_flight=64, cancel_futures=False, shutdown_wait=True, max_queued=16),
+    Run(
+        seed=6,
+        max_workers=3,
+        in_flight=202,
+        cancel_futures=True,
+        shutdown_wait=True,
+        max_queued=200,
+        when_full="raise",
+    ),
     Run(seed=7, max_workers=1, in_flight=256, cancel_futures=True, shutdown_wait=False),
-    Run(seed=8, max_workers=16, in_flight=128, cancel_futures=False, shutdown_wait=False),
+    Run(
+        seed=8,
+        max_workers=16,
+        in_flight=128,
+        cancel_futures=False,
+        shutdown_wait=False,
+        max_queued=48,
+        when_full="evict",
+    ),
 ]
 PER_RUN = TOTAL_SUBMISSIONS // len(RUNS)
 
@@ -175,15 +200,20 @@ class Stream:
         self.priority = [random_priority(rng) for _ in range(n)]
         self.timeout = [random_timeout(rng) for _ in range(n)]
         self.raises = [rng.random() < 0.05 for _ in range(n)]
+        # A tenth of the tasks are handed to the cancellers: most to cancel, some to move.
         self.to_cancel = [rng.random() < 0.10 for _ in range(n)]
+        self.move_to: list[Optional[Prio]] = [
+            random_priority(rng) if rng.random() < 0.3 else None for _ in range(n)
+        ]
         # Shut down once every submitter has made this share of its submissions.
-        self.trigger = rng.uniform(0.6, 0.9)
+        self.trigger = rng.uniform(0.7, 0.95)
         self.submitted_at = [0.0] * n
         self.futures: list[Optional[Future[int]]] = [None] * n
         self.rejected: list[Optional[str]] = [None] * n
         self.runs = [0] * n
         self.runs_lock = threading.Lock()
         self.cancel_returned: list[Optional[bool]] = [None] * n
+        self.moved = 0
         self.cancelled_in: list[Optional[str]] = [None] * n  # name of the cancelling thread
         self.done_at = [0.0] * n
         self.shutdown_began = threading.Event()
@@ -222,7 +252,13 @@ def guarded(stream: Stream, target: Callable[[], None]) -> Callable[[], None]:
 def run_stream(stream: Stream) -> PriorityThreadPoolExecutor:
     """Submit, cancel and shut down concurrently; return the pool, shut down and joined."""
     run = stream.run
-    pool = PriorityThreadPoolExecutor(max_workers=run.max_workers, thread_name_prefix=POOL_PREFIX)
+    pool = PriorityThreadPoolExecutor(
+        max_workers=run.max_workers,
+        thread_name_prefix=POOL_PREFIX,
+        ageing=run.ageing,
+        max_queued=run.max_queued,
+        when_full=run.when_full,
+    )
     cancel_queue: queue.SimpleQueue[Optional[int]] = queue.SimpleQueue()
     start = threading.Barrier(SUBMITTERS + 1, timeout=STRESS_TIMEOUT)
 
@@ -249,7 +285,7 @@ def run_stream(stream: Stream) -> PriorityThreadPoolExecutor:
             except RuntimeError as exc:
                 stream.in_flight.release()
                 stream.rejected[i] = str(exc)
-                if not stream.shutdown_began.is_set():
+                if not stream.shutdown_began.is_set() and not isinstance(exc, QueueFullError):
                     stream.early_rejections.append(i)
                 continue
             stream.futures[i] = future
@@ -258,10 +294,17 @@ def run_stream(stream: Stream) -> PriorityThreadPoolExecutor:
                 cancel_queue.put(i)
 
     def canceller() -> None:
+        moved = 0
         while (i := cancel_queue.get(timeout=STRESS_TIMEOUT)) is not None:
             future = stream.futures[i]
             assert future is not None
-            stream.cancel_returned[i] = future.cancel()
+            priority = stream.move_to[i]
+            if priority is None:
+                stream.cancel_returned[i] = future.cancel()
+            else:
+                moved += pool.set_priority(future, priority)
+        with stream.runs_lock:
+            stream.moved += moved
 
     def shutter() -> None:
         for reached in stream.trigger_reached:
@@ -306,17 +349,23 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
     figures = dict.fromkeys(
         [
             "submitted",
+            "accepted",
             "ran",
             "raised",
             "user_cancelled",
             "shutdown_cancelled",
             "expired",
-            "expired_or_shutdown_cancelled",
+            "evicted",
+            "pool_cancelled_ambiguous",
             "rejected",
+            "rejected_full",
             "ran_with_timeout",
+            "moved",
         ],
         0,
     )
+    figures["moved"] = stream.moved
+    full_message = f"cannot queue the task: max_queued={run.max_queued} tasks wait"
     submitters = {f"stress-submitter-{k}" for k in range(SUBMITTERS)}
     cancellers = {f"stress-canceller-{k}" for k in range(CANCELLERS)}
 
@@ -334,11 +383,14 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
         if runs > 1:
             problem(i, f"ran {runs} times")
         if future is None:
-            if stream.rejected[i] != "cannot schedule new futures after shutdown":
-                problem(i, f"neither queued nor rejected as expected: {stream.rejected[i]!r}")
             if runs:
                 problem(i, "ran although submit raised")
-            figures["rejected"] += 1
+            if stream.rejected[i] == "cannot schedule new futures after shutdown":
+                figures["rejected"] += 1
+            elif stream.rejected[i] == full_message and run.when_full in ("raise", "evict"):
+                figures["rejected_full"] += 1
+            else:
+                problem(i, f"neither queued nor rejected as expected: {stream.rejected[i]!r}")
             continue
         accepted.append(future)
         if not future.done():
@@ -363,18 +415,32 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
                 elif stream.done_at[i] < stream.submitted_at[i] + timeout:
                     problem(i, "expired before its deadline")
                 figures["expired"] += 1
-            elif by in submitters:
-                # Cancelled before its done-callback was added.
+            elif by == f"stress-submitter-{i % SUBMITTERS}":
+                # Cancelled before its own submitter added the done-callback: at submit
+                # (timeout=0, or a deadline that passed while submit waited for room), by
+                # the timer or a worker just after, by shutdown, or evicted by another submit.
+                reasons = [
+                    name
+                    for name, possible in [
+                        ("expired", timeout is not None),
+                        ("shutdown_cancelled", run.cancel_futures),
+                        ("evicted", run.when_full == "evict"),
+                    ]
+                    if possible
+                ]
                 if timeout == 0.0:
                     figures["expired"] += 1
-                elif timeout is None:
-                    if not run.cancel_futures:
-                        problem(i, "cancelled without a reason")
-                    figures["shutdown_cancelled"] += 1
-                elif run.cancel_futures:
-                    figures["expired_or_shutdown_cancelled"] += 1
+                elif not reasons:
+                    problem(i, "cancelled without a reason")
+                elif len(reasons) == 1:
+                    figures[reasons[0]] += 1
                 else:
-                    figures["expired"] += 1
+                    figures["pool_cancelled_ambiguous"] += 1
+            elif by in submitters:
+                # Another submit made room by evicting this task.
+                if run.when_full != "evict":
+                    problem(i, f"cancelled by another submit: {by}")
+                figures["evicted"] += 1
             else:
                 problem(i, f"cancelled in an unexpected thread: {by!r}")
             continue
@@ -382,12 +448,12 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
             problem(i, "future holds an outcome but the task did not run")
         if stream.cancel_returned[i] is True:
             problem(i, "ran although cancel() returned True")
-        exc = future.exception()
+        exc = future.exception(timeout=0)
         if stream.raises[i]:
             if not (isinstance(exc, ValueError) and exc.args == (i,)):
                 problem(i, f"expected ValueError({i}), got {exc!r}")
             figures["raised"] += 1
-        elif exc is not None or future.result() != i:
+        elif exc is not None or future.result(timeout=0) != i:
             problem(i, f"expected result {i}, got {exc!r}")
         figures["ran"] += 1
         if stream.timeout[i] is not None:
@@ -408,19 +474,21 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
     # The pool's own counts agree. It cannot tell a user's cancel() that wins the race with
     # an expiry from the expiry, so only the sum of cancelled and expired is compared.
     stats = pool.statistics()
-    accepted_count = figures["submitted"] - figures["rejected"]
-    pool_cancelled = (
+    accepted_count = figures["submitted"] - figures["rejected"] - figures["rejected_full"]
+    figures["accepted"] = accepted_count
+    cancelled_or_expired = (
         figures["user_cancelled"]
         + figures["shutdown_cancelled"]
         + figures["expired"]
-        + figures["expired_or_shutdown_cancelled"]
+        + figures["evicted"]
+        + figures["pool_cancelled_ambiguous"]
     )
     expected_stats = {
         "submitted": accepted_count,
-        "rejected": figures["rejected"],
+        "rejected": figures["rejected"] + figures["rejected_full"],
         "completed": figures["ran"] - figures["raised"],
         "failed": figures["raised"],
-        "cancelled + expired": pool_cancelled,
+        "cancelled + expired": cancelled_or_expired,
         "queued": 0,
         "running": 0,
     }
@@ -436,12 +504,7 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
     if reported != expected_stats:
         problems.append(f"statistics() reports {reported}, the futures say {expected_stats}")
     outcomes = (
-        figures["ran"]
-        + figures["user_cancelled"]
-        + figures["shutdown_cancelled"]
-        + figures["expired"]
-        + figures["expired_or_shutdown_cancelled"]
-        + figures["rejected"]
+        figures["ran"] + cancelled_or_expired + figures["rejected"] + figures["rejected_full"]
     )
     if outcomes != figures["submitted"]:
         problems.append(f"{figures['submitted']} submitted but {outcomes} outcomes")

@@ -42,7 +42,9 @@ class PoolView(Executor):
         self._priority = priority
         self._timeout = timeout
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # no submit through the view under way
         self._closed = False
+        self._submitting = 0
         self._pending: set[Future[Any]] = set()
 
     @property
@@ -66,7 +68,16 @@ class PoolView(Executor):
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
+            self._submitting += 1
+        # Not under the view's lock: the pool's submit may block on a full queue until a
+        # task of this view finishes, and that task's done-callback takes the view's lock.
+        try:
             future = self._pool._submit(fn, args, kwargs, self._priority, self._timeout)
+        finally:
+            with self._lock:
+                self._submitting -= 1
+                self._settled.notify_all()
+        with self._lock:
             self._pending.add(future)
         future.add_done_callback(self._forget)
         return future
@@ -98,13 +109,16 @@ class PoolView(Executor):
                 the pool's own threads it does not wait (it could wait for itself).
             cancel_futures: cancel the tasks submitted through this view that have not started.
         """
+        own_thread = self._pool._scheduler.is_own_thread()
         with self._lock:
             self._closed = True
+            if wait and not own_thread:
+                self._settled.wait_for(lambda: not self._submitting)
             pending = list(self._pending)
         if cancel_futures:
             for future in pending:
                 future.cancel()
-        if wait and not self._pool._scheduler.is_own_thread():
+        if wait and not own_thread:
             futures_wait(pending)
 
     def __repr__(self) -> str:

@@ -56,7 +56,17 @@ NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 class Entry:
     """One submitted task, from ``submit`` until it leaves the queue."""
 
-    __slots__ = ("args", "deadline", "fn", "future", "key", "kwargs", "priority", "queued")
+    __slots__ = (
+        "args",
+        "deadline",
+        "fn",
+        "future",
+        "key",
+        "kwargs",
+        "priority",
+        "queued",
+        "queued_at",
+    )
 
     def __init__(
         self,
@@ -75,6 +85,7 @@ class Entry:
         self.deadline = deadline
         self.key: Number = 0
         self.queued = False  # True from push until it leaves the queue; then a tombstone
+        self.queued_at = 0.0  # the clock at submit, read only for a deadline or ageing
 
     def take(
         self,
@@ -155,10 +166,11 @@ class QueueBase:
         """Move a queued entry to ``key``, behind the entries already there; return its successor.
 
         The old entry becomes a tombstone and the task continues in a new entry, so that no
-        entry is ever stored twice. The deadline is kept.
+        entry is ever stored twice. The deadline and the time of submission are kept.
         """
         self._forget(entry)
         successor = Entry(*entry.take(), entry.priority, entry.deadline)
+        successor.queued_at = entry.queued_at
         self.push(successor, key)
         self._compact_if_sparse()
         return successor

@@ -126,7 +126,7 @@ class Scheduler:
             if timeout is None and self.ageing is None:
                 key = sort_key(priority)
             else:
-                now = self.clock()  # if it raises, submit raises and nothing is queued
+                now = entry.queued_at = self.clock()  # if it raises, submit raises
                 key = (
                     sort_key(priority)
                     if self.ageing is None
@@ -136,17 +136,17 @@ class Scheduler:
                     entry.deadline = now + timeout
                     # timeout=0: the task may not wait at all, and any hand-off waits.
                     expired = is_due(entry.deadline, now)
-            if not expired:
-                if entry.deadline is not None and (
-                    self.timer.target is None or entry.deadline < self.timer.target
-                ):
-                    self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-                if self.max_queued is not None and len(self.queue) >= self.max_queued:
-                    evicted, expired = self._make_room_locked(entry, key)
+            if not expired and self.max_queued is not None and len(self.queue) >= self.max_queued:
+                evicted, expired = self._make_room_locked(entry, key)
+            if not expired and self.timer.needs_signal_locked(entry.deadline):
+                self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
             self.counts["submitted"] += 1
             if expired:
                 self.counts["expired"] += 1
             else:
+                if evicted is not None:
+                    self.queue.remove(evicted)
+                    self.counts["cancelled"] += 1
                 thread = self._queue_locked(entry, key)
         finally:
             lock.release()
@@ -161,19 +161,35 @@ class Scheduler:
     def _queue_locked(self, entry: Entry, key: Number) -> Optional[threading.Thread]:
         """Push ``entry`` and get a worker to it; return a new worker for the caller to start.
 
-        The caller starts it once the lock is released, as the standard pool does in effect:
-        while ``start()`` waits for the new thread, that thread can take the lock and a task.
+        As in the standard pool, a thread is started when the idle workers cannot take all
+        the queued tasks. The caller starts it once the lock is released, so that while
+        ``start()`` waits for the new thread, that thread can take the lock and a task.
         """
         self.queue.push(entry, key)
         if self.paused:
             return None
-        if self.idle:
-            if not self.wakes:
-                self.wakes = 1
-                self.idle.pop().release()
-        elif self.wakes < len(self.queue) and self.workers_locked() < self.max_workers:
+        if self.idle and not self.wakes:
+            self.wakes = 1
+            self.idle.pop().release()
+        if (
+            len(self.queue) > self.wakes + len(self.idle)
+            and self.workers_locked() < self.max_workers
+        ):
             return self._new_worker_locked()
         return None
+
+    def _staff_locked(self) -> list[threading.Thread]:
+        """Wake an idle worker and count in the threads the queue needs (after pause or stop)."""
+        if self.idle and self.queue and not self.wakes:
+            self.wakes = 1
+            self.idle.pop().release()  # it passes the wake-up on
+        threads = []
+        while (
+            len(self.queue) > self.wakes + len(self.idle)
+            and self.workers_locked() < self.max_workers
+        ):
+            threads.append(self._new_worker_locked())
+        return threads
 
     def _check_accepting_locked(self) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued."""
@@ -191,8 +207,9 @@ class Scheduler:
         """Apply ``when_full``: ``max_queued`` tasks wait already.
 
         Returns:
-            The entry evicted to make room, if any, and whether the new task's deadline
-            passed while its submit waited for room (it must then expire, not be queued).
+            The entry to evict to make room, if any (still queued: the caller removes it),
+            and whether the new task's deadline passed while its submit waited for room (it
+            must then expire, not be queued).
 
         Raises:
             QueueFullError: ``when_full`` is "raise", or "evict" and no queued task ranks
@@ -204,29 +221,28 @@ class Scheduler:
         if self.when_full == "evict":
             worst = queue.worst()
             if worst is not None and key < worst.key:
-                queue.remove(worst)
-                self.counts["cancelled"] += 1
-                return worst, False
+                return worst, False  # the caller removes it once nothing else can fail
         if self.when_full != "block":
             self.counts["rejected"] += 1
             raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
         self.blocked += 1
         try:
-            while len(queue) >= self.max_queued:
-                if entry.deadline is None:
-                    self.room.wait()
-                else:
+            while True:
+                left: Optional[float] = None
+                if entry.deadline is not None:
                     now = self.read_clock()
                     if isinstance(now, Exception):
-                        self.room.wait(CLOCK_RETRY)
+                        left = CLOCK_RETRY
                     elif is_due(entry.deadline, now):
-                        return None, True
+                        return None, True  # its deadline passed while it waited for room
                     else:
-                        self.room.wait(min(entry.deadline - now, MAX_SLEEP))
+                        left = min(entry.deadline - now, MAX_SLEEP)
+                if len(queue) < self.max_queued:
+                    return None, False
+                self.room.wait(left)
                 self._check_accepting_locked()
         finally:
             self.blocked -= 1
-        return None, False
 
     def _new_worker_locked(self) -> threading.Thread:
         """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
@@ -348,7 +364,7 @@ class Scheduler:
                     if self.joiners:
                         self._after_shrink_locked()
                 entry = None if self.paused else pop()
-                if entry is not None and self.blocked:
+                if entry is not None and (self.blocked or self.joiners):
                     self._after_shrink_locked()
                 if idle and not self.wakes and queue and not self.paused:
                     self.wakes = 1  # pass the wake-up on, one worker at a time
@@ -454,8 +470,8 @@ class Scheduler:
                 return False
             if self.ageing is None:
                 key = sort_key(priority)
-            else:  # keep its age: the key stays ``queued_at - priority * ageing``
-                key = entry.key + (entry.priority - priority) * self.ageing
+            else:  # it keeps its age
+                key = aged_key(priority, entry.queued_at, self.ageing)
             entry.priority = priority
             self.queue.requeue(entry, key)
             return True
@@ -468,15 +484,7 @@ class Scheduler:
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if not paused:
-                if self.idle and self.queue and not self.wakes:
-                    self.wakes = 1
-                    self.idle.pop().release()  # it passes the wake-up on
-                while (
-                    not self.idle
-                    and self.wakes < len(self.queue)
-                    and self.workers_locked() < self.max_workers
-                ):
-                    threads.append(self._new_worker_locked())
+                threads = self._staff_locked()
         for thread in threads:
             self._start_worker(thread)
 
@@ -546,6 +554,7 @@ class Scheduler:
             parks = self.idle[:]
             self.idle.clear()  # in place: workers hold this list
             self.wakes += len(parks)
+            threads = self._staff_locked()  # a pool paused before it started any worker
             self.timer.wake_locked()
             self.room.notify_all()  # blocked submits raise the standard RuntimeError
             self._after_shrink_locked()
@@ -553,6 +562,8 @@ class Scheduler:
             park.release()
         for entry in drained:
             claim(entry.take()[0], cancel=True)
+        for thread in threads:
+            self._start_worker(thread)
 
     def join_threads(self) -> None:
         """Wait for every thread of the pool to exit; from one of them, return at once.

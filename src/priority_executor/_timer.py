@@ -38,6 +38,10 @@ class DeadlineTimer:
         self.park = threading.Lock()
         self.park.acquire()
 
+    def needs_signal_locked(self, deadline: Optional[float]) -> bool:
+        """True if a task queued with ``deadline`` is due before the timer would wake."""
+        return deadline is not None and (self.target is None or deadline < self.target)
+
     def signal_locked(self, deadline: Optional[float]) -> None:
         """Make the timer wake and re-read the queue; start it if it has not started."""
         if self.thread is None:
