@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable
 
 LOGGER = logging.getLogger("concurrent.futures")
@@ -47,7 +47,12 @@ def claim(future: Future[Any], *, cancel: bool) -> bool:
     """
     if cancel:
         guard_callbacks(future, future.cancel)
-    return future.set_running_or_notify_cancel()
+    try:
+        return future.set_running_or_notify_cancel()
+    except RuntimeError:
+        # Someone settled the future by hand while it was queued (Future logged it): there is
+        # nothing left to run, and the thread must survive.
+        return False
 
 
 def run(
@@ -80,6 +85,8 @@ def guard_callbacks(future: Future[Any], settle: Callable[..., object], *args: o
     """
     try:
         settle(*args)
+    except InvalidStateError:
+        LOGGER.critical("%r was settled by someone else while the pool ran it", future)
     except BaseException:
         LOGGER.exception("exception calling callback for %r", future)
 

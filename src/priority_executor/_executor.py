@@ -26,6 +26,7 @@ from ._options import PoolView
 from ._policy import (
     Number,
     Priority,
+    check_aged_priority,
     check_ageing,
     check_max_queued,
     check_priority,
@@ -173,6 +174,8 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         """
         if type(priority) is not int and type(priority) is not Priority:  # fast path first
             priority = check_priority(priority)
+        if self._scheduler.ageing is not None:
+            check_aged_priority(priority)
         if timeout is not None:
             timeout = check_timeout(timeout)
         if not callable(fn):
@@ -224,9 +227,11 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             ValueError: ``buffersize`` is below 1, or ``priority`` is NaN.
         """
         level = check_priority(priority)
+        # Through self.submit, as the standard map does, so that a subclass overriding
+        # submit sees every call.
         return map_results(
             self,
-            lambda pool, fn, args: pool._submit(fn, args, {}, level, None),
+            lambda pool, fn, args: pool.submit(fn, *args, priority=level),
             fn,
             iterables,
             timeout,
@@ -266,7 +271,10 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         """
         if not isinstance(future, Future):
             raise TypeError(f"future must be a concurrent.futures.Future, got {describe(future)}")
-        return self._scheduler.set_priority(future, check_priority(priority))
+        level = check_priority(priority)
+        if self._scheduler.ageing is not None:
+            check_aged_priority(level)
+        return self._scheduler.set_priority(future, level)
 
     def pause(self) -> None:
         """Start no queued task until :meth:`resume`. Does not block; idempotent.

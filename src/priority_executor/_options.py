@@ -15,6 +15,7 @@ work submitted to it otherwise, carry on.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 from concurrent.futures import wait as futures_wait
@@ -46,6 +47,9 @@ class PoolView(Executor):
         self._closed = False
         self._submitting = 0
         self._pending: set[Future[Any]] = set()
+        # The done-callback reaches the view through a weak reference: a future kept by a
+        # caller must not keep the view, and through it the pool and its threads, alive.
+        self._forget = _forgetter(weakref.ref(self))
 
     @property
     def priority(self) -> Number:
@@ -71,20 +75,17 @@ class PoolView(Executor):
             self._submitting += 1
         # Not under the view's lock: the pool's submit may block on a full queue until a
         # task of this view finishes, and that task's done-callback takes the view's lock.
+        future = None
         try:
             future = self._pool._submit(fn, args, kwargs, self._priority, self._timeout)
         finally:
             with self._lock:
                 self._submitting -= 1
+                if future is not None:
+                    self._pending.add(future)
                 self._settled.notify_all()
-        with self._lock:
-            self._pending.add(future)
         future.add_done_callback(self._forget)
         return future
-
-    def _forget(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._pending.discard(future)
 
     def map(
         self,
@@ -130,3 +131,13 @@ class PoolView(Executor):
 
 def _submit_args(view: PoolView, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
     return view.submit(fn, *args)
+
+
+def _forgetter(view_ref: weakref.ReferenceType[PoolView]) -> Callable[[Future[Any]], None]:
+    def forget(future: Future[Any]) -> None:
+        view = view_ref()
+        if view is not None:
+            with view._lock:
+                view._pending.discard(future)
+
+    return forget

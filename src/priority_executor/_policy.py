@@ -61,7 +61,10 @@ def check_timeout(timeout: object) -> Optional[float]:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a real number or None, got {describe(timeout)}")
-    value = float(timeout)
+    try:
+        value = float(timeout)
+    except OverflowError:  # an int beyond float range
+        value = math.inf if timeout > 0 else -math.inf  # type: ignore[operator]
     if not value >= 0.0:  # also true for NaN
         raise ValueError(f"timeout must be a non-negative number, got {describe(timeout)}")
     return None if value == math.inf else value
@@ -107,6 +110,17 @@ def check_when_full(when_full: object) -> Literal["block", "raise", "evict"]:
 def sort_key(priority: Number) -> Number:
     """The heap key of an entry: smaller keys run first."""
     return -priority
+
+
+def check_aged_priority(priority: Number) -> None:
+    """Refuse a priority that ageing cannot turn into a key (an int beyond float range)."""
+    try:
+        float(priority)
+    except OverflowError:
+        size = int(priority).bit_length()
+        raise ValueError(
+            f"priority must fit in a float when ageing is set, got an int of {size} bits"
+        ) from None
 
 
 def aged_key(priority: Number, queued_at: float, ageing: float) -> float:

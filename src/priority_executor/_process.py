@@ -16,6 +16,7 @@ the child work normally, since they share no lock with the parent's.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
+
+LOGGER = logging.getLogger("concurrent.futures")
 
 #: Set once the interpreter has begun to exit; read by ``submit`` under its pool's lock.
 exiting = False
@@ -47,8 +50,12 @@ def _at_exit() -> None:
     with _registry_lock:
         exiting = True
     schedulers = _live_schedulers()
+    # One pool that fails to stop must not keep the others from draining.
     for scheduler in schedulers:
-        scheduler.stop(shutdown=False, cancel_futures=False)
+        try:
+            scheduler.stop(shutdown=False, cancel_futures=False)
+        except Exception:
+            LOGGER.critical("could not stop a pool at interpreter exit", exc_info=True)
     for scheduler in schedulers:
         scheduler.join_threads()
 

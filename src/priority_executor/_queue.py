@@ -168,7 +168,12 @@ class QueueBase:
         The old entry becomes a tombstone and the task continues in a new entry, so that no
         entry is ever stored twice. The deadline and the time of submission are kept.
         """
-        self._forget(entry)
+        # The future stays in ``entries`` throughout, mapped to the successor by push(): the
+        # cancel hook, which reads ``entries`` before taking the lock, must never find a
+        # queued task missing.
+        entry.queued = False
+        if entry.deadline is not None:
+            self.deadline_count -= 1
         successor = Entry(*entry.take(), entry.priority, entry.deadline)
         successor.queued_at = entry.queued_at
         self.push(successor, key)
@@ -291,10 +296,19 @@ class TaskQueue(QueueBase):
         return None
 
     def worst(self) -> Optional[Entry]:
+        # Tombstones at the tail of the worst bucket go now, so that evicting one task after
+        # another costs O(1) each, not a rescan of the ones evicted before.
         for key in sorted(self.levels, reverse=True):
-            for entry in reversed(self.buckets[key]):
-                if entry.queued:
-                    return entry
+            bucket = self.buckets[key]
+            while bucket and not bucket[-1].queued:
+                bucket.pop()
+                self.stored -= 1
+            if bucket:
+                return bucket[-1]
+            if len(self.levels) > 1:  # at most one empty bucket may stay
+                del self.buckets[key]
+                self.levels.remove(key)
+                heapq.heapify(self.levels)
         return None
 
     def _live_in_order(self) -> list[Entry]:
@@ -333,12 +347,17 @@ class HeapQueue(QueueBase):
     def _heap_seqs(self) -> list[int]:
         return [item[1] for item in self.heap]
 
-    def __init__(self) -> None:
+    def __init__(self, track_worst: bool = False) -> None:
         super().__init__()
         self.heap: list[tuple[Number, int, Entry]] = []
+        # With eviction, a second heap finds the worst entry in O(log n) instead of O(n).
+        self.worst_heap: Optional[list[tuple[Number, int, Entry]]] = [] if track_worst else None
 
     def _store(self, entry: Entry) -> None:
-        heapq.heappush(self.heap, (entry.key, self._next_seq(), entry))
+        seq = self._next_seq()
+        heapq.heappush(self.heap, (entry.key, seq, entry))
+        if self.worst_heap is not None:
+            heapq.heappush(self.worst_heap, (-entry.key, -seq, entry))
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
@@ -352,9 +371,20 @@ class HeapQueue(QueueBase):
                 return entry
         return None
 
+    def _compact_if_sparse(self) -> None:
+        super()._compact_if_sparse()
+        worst = self.worst_heap
+        if worst is not None and len(worst) > 2 * len(self.entries) + COMPACT_SLACK:
+            self.worst_heap = [item for item in worst if item[2].queued]
+            heapq.heapify(self.worst_heap)
+
     def worst(self) -> Optional[Entry]:
-        live = [item for item in self.heap if item[2].queued]
-        return max(live)[2] if live else None
+        if self.worst_heap is None:
+            live = [item for item in self.heap if item[2].queued]
+            return max(live)[2] if live else None
+        while self.worst_heap and not self.worst_heap[0][2].queued:
+            heapq.heappop(self.worst_heap)
+        return self.worst_heap[0][2] if self.worst_heap else None
 
     def _live_in_order(self) -> list[Entry]:
         return [item[2] for item in sorted(self.heap) if item[2].queued]
@@ -368,6 +398,13 @@ class HeapQueue(QueueBase):
         for i in range(1, len(heap)):
             assert heap[(i - 1) // 2][:2] <= heap[i][:2], f"heap property broken at {i}"
         assert self.stored == len(heap), "stored count is off"
+        if self.worst_heap is not None:
+            worst = self.worst_heap
+            for i in range(1, len(worst)):
+                assert worst[(i - 1) // 2][:2] <= worst[i][:2], f"worst heap broken at {i}"
+            in_worst = [item[2] for item in worst if item[2].queued]
+            assert {id(e) for e in in_worst} == {id(item[2]) for item in heap if item[2].queued}
+            assert len(worst) <= 2 * len(self.entries) + COMPACT_SLACK, "worst heap not swept"
         live = [item[2] for item in heap if item[2].queued]
         assert all(item[0] == item[2].key for item in heap if item[2].queued), "key changed"
         return live

@@ -76,19 +76,21 @@ class Scheduler:
         self.ageing = ageing
         self.max_queued = max_queued
         self.when_full = when_full
-        self.queue: QueueBase = TaskQueue() if ageing is None else HeapQueue()
+        self.queue = self._new_queue()
         # Park locks of idle workers, most recently idle last; each is held, and its worker
         # is blocked acquiring it until someone pops it from here and releases it.
         self.idle: list[Any] = []
-        # Workers woken or started that have not yet looked at the queue. Idle workers are
-        # woken one at a time: a submit wakes one only if none is already on its way, and
-        # each worker that takes a task passes the wake-up on while work and idle workers
-        # remain. Invariant: unless paused, no task waits while a worker idles and
-        # ``wakes == 0``. Threads are started as the standard pool starts them: by submit,
-        # when no worker is idle and fewer are on their way than tasks are queued.
+        # Idle workers woken (or yielding, see _work) that have not yet looked at the queue.
+        # Idle workers are woken one at a time: a submit wakes one only if none is already
+        # on its way, and each worker that takes a task passes the wake-up on while work and
+        # idle workers remain. Invariant: unless paused, no task waits while a worker idles
+        # and ``wakes == 0``. Threads are started as the standard pool starts them, when the
+        # queued tasks outnumber the idle workers and those on their way (``wakes`` and
+        # ``arriving``), up to ``max_workers``.
         self.wakes = 0
         self.threads: set[threading.Thread] = set()  # started workers, as the standard pool's
         self.starting: set[threading.Thread] = set()  # counted in, started after unlocking
+        self.arriving = 0  # threads counted in that have not yet reached their loop
         self.running = 0  # tasks taken by a worker whose outcome is not yet counted
         self.paused = False
         self.shutdown = False
@@ -101,6 +103,11 @@ class Scheduler:
         self.owner: Optional[weakref.ReferenceType[Any]] = None  # set by the executor
         self.on_done = self._on_done  # one bound method for every future's done-callback
         _process.register(self)
+
+    def _new_queue(self) -> QueueBase:
+        if self.ageing is None:
+            return TaskQueue()
+        return HeapQueue(track_worst=self.max_queued is not None and self.when_full == "evict")
 
     # -- submitting ------------------------------------------------------------------------
 
@@ -117,12 +124,12 @@ class Scheduler:
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
+        expired, evicted, thread = False, None, None
         lock = self.lock
         if not lock.acquire(False):
             acquire_politely(lock)
         try:
             self._check_accepting_locked()
-            expired, evicted, thread = False, None, None
             if timeout is None and self.ageing is None:
                 key = sort_key(priority)
             else:
@@ -150,8 +157,8 @@ class Scheduler:
                 thread = self._queue_locked(entry, key)
         finally:
             lock.release()
-        if thread is not None:
-            self._start_worker(thread, entry, evicted)
+            if thread is not None:
+                self._start_worker(thread, entry)
         if evicted is not None:
             claim(evicted.take()[0], cancel=True)
         if expired:
@@ -171,25 +178,28 @@ class Scheduler:
         if self.idle and not self.wakes:
             self.wakes = 1
             self.idle.pop().release()
-        if (
-            len(self.queue) > self.wakes + len(self.idle)
-            and self.workers_locked() < self.max_workers
-        ):
+        if self._understaffed_locked():
             return self._new_worker_locked()
         return None
 
     def _staff_locked(self) -> list[threading.Thread]:
         """Wake an idle worker and count in the threads the queue needs (after pause or stop)."""
+        if self.broken:
+            return []  # a broken pool starts nothing; its queue was failed or dropped
         if self.idle and self.queue and not self.wakes:
             self.wakes = 1
             self.idle.pop().release()  # it passes the wake-up on
         threads = []
-        while (
-            len(self.queue) > self.wakes + len(self.idle)
-            and self.workers_locked() < self.max_workers
-        ):
+        while self._understaffed_locked():
             threads.append(self._new_worker_locked())
         return threads
+
+    def _understaffed_locked(self) -> bool:
+        """More tasks queued than workers on their way or idle, and room for another thread."""
+        return (
+            len(self.queue) > self.wakes + len(self.idle) + self.arriving
+            and self.workers_locked() < self.max_workers
+        )
 
     def _check_accepting_locked(self) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued."""
@@ -225,6 +235,15 @@ class Scheduler:
         if self.when_full != "block":
             self.counts["rejected"] += 1
             raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
+        me = threading.current_thread()
+        if me in self.threads or me is self.timer.thread:
+            # A task that waited for room could wait for itself: if every worker did, no
+            # task would ever leave the queue.
+            self.counts["rejected"] += 1
+            raise QueueFullError(
+                f"cannot wait for room from one of the pool's own threads:"
+                f" max_queued={self.max_queued} tasks wait"
+            )
         self.blocked += 1
         try:
             while True:
@@ -249,45 +268,51 @@ class Scheduler:
         index = len(self.threads) + len(self.starting)
         thread = threading.Thread(name=f"{self.thread_name_prefix}_{index}", target=self._work)
         self.starting.add(thread)
-        self.wakes += 1
+        self.arriving += 1
         return thread
 
-    def _start_worker(
-        self,
-        thread: threading.Thread,
-        entry: Optional[Entry] = None,
-        evicted: Optional[Entry] = None,
-    ) -> None:
-        """Start a thread from ``_new_worker_locked``; if it cannot start, undo what matters.
+    def _start_worker(self, thread: threading.Thread, entry: Optional[Entry] = None) -> None:
+        """Start a thread from ``_new_worker_locked``; if that fails, undo what matters.
 
-        If other workers remain, they will run the queued work: the failure is absorbed. If
-        none remains, the submit that queued ``entry`` is undone entirely (the task is taken
-        off the queue, an evicted task put back) and the error raised, as the standard pool
-        raises it.
+        ``start()`` may fail ("can't start new thread"), or be interrupted by a signal after
+        the thread began. Either way, under the lock, a thread still ``starting`` is written
+        off; if it runs after all, it finds that out when it arrives and exits at once. If
+        other workers remain, they will run the queued work and a failure to start is
+        absorbed. If none does, the submit that queued ``entry`` is undone and the error
+        raised, as the standard pool raises it. An interrupt is always raised again.
         """
         try:
             thread.start()
-        except BaseException:
+        except BaseException as exc:
             with self.lock:
-                self.starting.discard(thread)
-                self.quiet.notify_all()  # join_threads() waits for no thread to be starting
-                self.wakes -= 1
-                if self.threads or self.starting:
-                    if self.idle and self.queue and not self.wakes and not self.paused:
-                        self.wakes = 1
-                        self.idle.pop().release()
-                    return
-                if entry is not None and self.queue.find(entry.future) is entry:
+                if thread in self.starting:
+                    self.starting.discard(thread)
+                    self.arriving -= 1
+                    self.quiet.notify_all()  # join_threads() waits for no thread to be starting
+                stranded = not self.threads and not self.starting
+                if stranded and entry is not None and self.queue.find(entry.future) is entry:
                     self.queue.remove(entry)
                     self.counts["submitted"] -= 1
-                    if evicted is not None:
-                        self.queue.push(evicted, evicted.key)
-                        self.counts["cancelled"] -= 1
+                elif not stranded and isinstance(exc, Exception):
+                    return
             raise
         with self.lock:
-            self.starting.discard(thread)
-            self.threads.add(thread)
-            self.quiet.notify_all()  # join_threads() waits for no thread to be starting
+            if thread in self.starting:  # it may have registered itself already
+                self.starting.discard(thread)
+                self.threads.add(thread)
+                self.quiet.notify_all()
+
+    def _arrive_locked(self) -> bool:
+        """A new worker reaches its loop: register it; False if a failed start wrote it off."""
+        me = threading.current_thread()
+        if me in self.starting:
+            self.starting.discard(me)
+            self.threads.add(me)
+            self.quiet.notify_all()
+        elif me not in self.threads:
+            return False
+        self.arriving -= 1
+        return True
 
     def _on_done(self, future: Future[Any]) -> None:
         """Done-callback of every future: unqueue a task cancelled by its user, wake waiters.
@@ -342,9 +367,12 @@ class Scheduler:
                 LOGGER.critical("Exception in initializer:", exc_info=True)
                 self._initializer_failed()
                 return
+        with self.lock:
+            if not self._arrive_locked():
+                return
         park = threading.Lock()
         park.acquire()
-        woken = True  # a started thread was counted in ``wakes``, like a woken one
+        woken = False  # took a wake-up (``wakes``) that it has not yet consumed
         lock, queue, idle, counts = self.lock, self.queue, self.idle, self.counts
         pop = queue.pop
         outcome: Optional[str] = None  # of the task this worker ran last, not yet counted
@@ -421,7 +449,8 @@ class Scheduler:
 
     def _initializer_failed(self) -> None:
         with self.lock:
-            self.wakes -= 1
+            if not self._arrive_locked():
+                return
             self.broken = BROKEN_BY_INITIALIZER
             drained = self.queue.drain()
             self.counts["failed"] += len(drained)
@@ -563,7 +592,23 @@ class Scheduler:
         for entry in drained:
             claim(entry.take()[0], cancel=True)
         for thread in threads:
-            self._start_worker(thread)
+            try:
+                self._start_worker(thread)
+            except Exception:
+                # No worker can start (at interpreter exit, say) and none runs: cancel what
+                # would otherwise wait for ever.
+                self._abandon_queue()
+
+    def _abandon_queue(self) -> None:
+        with self.lock:
+            if self.threads or self.starting:
+                return
+            drained = self.queue.drain()
+            self.counts["cancelled"] += len(drained)
+            self._after_shrink_locked()
+        LOGGER.critical("no worker thread could start: %d queued tasks cancelled", len(drained))
+        for entry in drained:
+            claim(entry.take()[0], cancel=True)
 
     def join_threads(self) -> None:
         """Wait for every thread of the pool to exit; from one of them, return at once.
@@ -587,6 +632,7 @@ class Scheduler:
         with self.lock:
             self.queue._check_invariants()
             assert self.wakes >= 0, "more wake-ups consumed than given"
+            assert 0 <= self.arriving <= self.workers_locked(), "arriving count is off"
             assert self.running >= 0, "more tasks finished than started"
             assert len(self.idle) <= self.workers_locked(), "more idle workers than threads"
             assert self.workers_locked() <= self.max_workers, "more threads than max_workers"
@@ -618,9 +664,12 @@ class Scheduler:
         self.idle.clear()
         self.threads.clear()
         self.starting.clear()
-        self.wakes = 0
+        self.wakes = self.arriving = self.running = self.blocked = self.joiners = 0
         self.timer = DeadlineTimer(self)
         if used:
+            # Its queue may have been caught mid-update: drop it. Its futures never settle
+            # in the child, as with the standard pool, but join() and shutdown() return.
+            self.queue = self._new_queue()
             self.broken = (
                 "cannot use a pool inherited across os.fork(); create a new pool in the child"
             )
