@@ -26,12 +26,13 @@ from concurrent.futures import (
 from concurrent.futures import TimeoutError as FuturesTimeoutError
 from concurrent.futures.thread import BrokenThreadPool
 from contextlib import contextmanager
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
 from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
+from support import Recorder, exact, wait_until
 
 T = TypeVar("T")
 PoolClass = type[ThreadPoolExecutor]
@@ -49,24 +50,6 @@ def pool_class(request: pytest.FixtureRequest) -> PoolClass:
 def skip_stdlib(pool_class: PoolClass, why: str) -> None:
     if pool_class is ThreadPoolExecutor:
         pytest.skip(f"ThreadPoolExecutor: {why}")
-
-
-def exact(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return f"^{re.escape(message)}$"
-
-
-class Recorder:
-    """A task that records its argument, so a test can check what ran and in which order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.ran: list[Any] = []
-
-    def __call__(self, tag: T) -> T:
-        with self._lock:
-            self.ran.append(tag)
-        return tag
 
 
 @contextmanager
@@ -93,15 +76,6 @@ def idle_workers(pool: ThreadPoolExecutor) -> int:
         with pool._scheduler.lock:
             return len(pool._scheduler.idle)
     return pool._idle_semaphore._value
-
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll a condition that no event announces (a worker going idle), up to TIMEOUT."""
-    deadline = time.monotonic() + TIMEOUT
-    pause = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        pause.wait(0.001)
 
 
 def map_with_buffersize(pool: ThreadPoolExecutor, *args: Any, **kwargs: Any) -> Iterator[Any]:

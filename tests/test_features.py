@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import math
 import random
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from priority_executor import (
     PriorityThreadPoolExecutor,
     QueueFullError,
 )
+from support import Recorder, exact, wait_until
 
 T = TypeVar("T")
 
@@ -50,31 +50,8 @@ FAR = 100.0
 STUCK = 1.0
 
 
-def exact(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return f"^{re.escape(message)}$"
-
-
 def queue_full_message(max_queued: int) -> str:
     return f"cannot queue the task: max_queued={max_queued} tasks wait"
-
-
-class Recorder:
-    """A task that records its argument, so a test can check what ran and in which order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ran: list[Any] = []
-
-    def __call__(self, tag: T) -> T:
-        with self._lock:
-            self._ran.append(tag)
-        return tag
-
-    @property
-    def ran(self) -> list[Any]:
-        with self._lock:
-            return list(self._ran)
 
 
 class InThread(Generic[T]):
@@ -98,15 +75,6 @@ class InThread(Generic[T]):
 
     def exception(self, timeout: float = TIMEOUT) -> Optional[BaseException]:
         return self.future.exception(timeout)
-
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll a condition that no event announces, up to TIMEOUT."""
-    deadline = time.monotonic() + TIMEOUT
-    pause = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        pause.wait(0.001)
 
 
 def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ import pytest
 import priority_executor
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
+from support import Recorder, wait_until
 
 T = TypeVar("T")
 
@@ -79,15 +79,6 @@ def messages(records: list[logging.LogRecord]) -> list[str]:
     return [record.getMessage() for record in records]
 
 
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll a state that no event announces (a worker parking itself), up to TIMEOUT."""
-    deadline = time.monotonic() + TIMEOUT
-    pause = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        pause.wait(0.001)
-
-
 def all_parked(pool: PriorityThreadPoolExecutor) -> bool:
     scheduler = pool._scheduler
     with scheduler.lock:
@@ -104,19 +95,6 @@ def join_all(threads: list[threading.Thread]) -> None:
     for thread in threads:
         thread.join(TIMEOUT)
     assert [t.name for t in threads if t.is_alive()] == []
-
-
-class Recorder:
-    """A task that records its argument, so a test can check what ran and in which order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.ran: list[Any] = []
-
-    def __call__(self, tag: T) -> T:
-        with self._lock:
-            self.ran.append(tag)
-        return tag
 
 
 def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 import sys
 from decimal import Decimal
 from fractions import Fraction
@@ -24,11 +23,7 @@ from priority_executor._policy import (
     is_due,
     sort_key,
 )
-
-
-def exact(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return f"^{re.escape(message)}$"
+from support import exact
 
 
 class Level(enum.IntEnum):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import sys
 import threading
 import time
@@ -27,13 +26,14 @@ from concurrent.futures import (
 )
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
 from priority_executor._queue import COMPACT_SLACK
+from support import Recorder, exact, wait_until
 
 T = TypeVar("T")
 
@@ -44,33 +44,6 @@ SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 #: until the deadline in real seconds would fail the test rather than pass it late.
 PROMPT = 2.0
 FAR = 100.0
-
-
-def exact(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return f"^{re.escape(message)}$"
-
-
-class Recorder:
-    """A task that records its argument, so a test can check what ran and in which order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.ran: list[Any] = []
-
-    def __call__(self, tag: T) -> T:
-        with self._lock:
-            self.ran.append(tag)
-        return tag
-
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll a condition that no event announces, up to TIMEOUT."""
-    deadline = time.monotonic() + TIMEOUT
-    pause = threading.Event()
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        pause.wait(0.001)
 
 
 def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from concurrent.futures import Future
 from typing import Optional
 
@@ -20,11 +19,7 @@ import pytest
 
 from priority_executor._policy import Number
 from priority_executor._queue import COMPACT_SLACK, Entry, HeapQueue, QueueBase, TaskQueue
-
-
-def exact(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return f"^{re.escape(message)}$"
+from support import exact
 
 
 def task(tag: object) -> object:
