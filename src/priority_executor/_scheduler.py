@@ -65,6 +65,10 @@ class Scheduler:
         # The one exception is the clock, read under the lock so that one reading decides
         # each deadline race; it must be a plain function of time, like time.monotonic.
         self.lock = threading.Lock()
+        # Threads yielding the GIL until the lock is free (see acquire_politely); a worker
+        # that releases the lock while one waits yields too, so that it gets in promptly.
+        # A hint read without the lock: set operations are atomic with or without the GIL.
+        self.spinners: set[int] = set()
         self.room = threading.Condition(self.lock)  # for submits blocked on a full queue
         self.quiet = threading.Condition(self.lock)  # for join(): nothing queued or running
         self.max_workers = max_workers
@@ -127,7 +131,7 @@ class Scheduler:
         expired, evicted, thread = False, None, None
         lock = self.lock
         if not lock.acquire(False):
-            acquire_politely(lock)
+            acquire_politely(lock, self.spinners)
         try:
             self._check_accepting_locked()
             if timeout is None and self.ageing is None:
@@ -374,13 +378,14 @@ class Scheduler:
         park.acquire()
         woken = False  # took a wake-up (``wakes``) that it has not yet consumed
         lock, queue, idle, counts = self.lock, self.queue, self.idle, self.counts
+        spinners = self.spinners
         pop = queue.pop
         outcome: Optional[str] = None  # of the task this worker ran last, not yet counted
         yielded = False  # found the queue empty and yielded once since its last task
         while True:
             expired: Union[bool, Exception] = False
             if not lock.acquire(False):
-                acquire_politely(lock)
+                acquire_politely(lock, spinners)
             try:
                 if woken:
                     self.wakes -= 1
@@ -413,6 +418,8 @@ class Scheduler:
                         self.running += 1
             finally:
                 lock.release()
+            if spinners:
+                time.sleep(0)  # let a thread that yielded for the lock have it, and the GIL
             if entry is None:
                 if yielded:
                     park.acquire()  # until a submit or another worker hands it a wake-up
