@@ -33,7 +33,9 @@ T = TypeVar("T")
 class PoolView(Executor):
     """An :class:`~concurrent.futures.Executor` that submits to a pool with fixed options.
 
-    Made by :meth:`PriorityThreadPoolExecutor.options`; safe to use from any thread.
+    Made by :meth:`PriorityThreadPoolExecutor.options`; safe to use from any thread. It
+    queues through the pool's internal submit, not ``pool.submit``: that method keeps the
+    ``priority`` and ``timeout`` keywords, which a view must pass on to ``fn``.
     """
 
     def __init__(

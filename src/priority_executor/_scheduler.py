@@ -666,6 +666,7 @@ class Scheduler:
         """
         used = bool(self.threads or self.starting or self.queue) or self.timer.thread is not None
         self.lock = threading.Lock()
+        self.spinners.clear()
         self.room = threading.Condition(self.lock)
         self.quiet = threading.Condition(self.lock)
         self.idle.clear()
