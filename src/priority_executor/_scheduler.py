@@ -52,8 +52,9 @@ class Scheduler:
         when_full: WhenFull = "block",
     ) -> None:
         # The lock, and what it guards:
-        # - guarded: queue (and every queued Entry), idle, wakes, threads, running, paused,
-        #   shutdown, stopping, broken, the counts, blocked, joiners, and the timer's state;
+        # - guarded: queue (and every queued Entry), idle, wakes, threads, starting,
+        #   arriving, running, paused, shutdown, stopping, broken, the counts, blocked,
+        #   joiners, and the timer's state;
         # - fixed after construction: max_workers, thread_name_prefix, initializer, initargs,
         #   clock, broken_type, ageing, max_queued, when_full.
         # Lock order: this lock may be held while a Future's own lock is taken (only to read
@@ -325,10 +326,11 @@ class Scheduler:
         does. Without this hook a cancelled task would keep its waiters asleep until a worker
         popped its entry, which, behind a stream of higher priorities, may be never.
         """
-        # A future leaves ``entries`` only under the lock, and whoever removes it claims it;
-        # so if it is absent here, someone else has claimed or will claim it. A stale
-        # "present" is rechecked under the lock. Reading a dict without the lock is safe
-        # with or without the GIL.
+        # A future leaves ``entries`` only under the lock, when its task leaves the queue
+        # (requeue() keeps it mapped throughout), and whoever removes it claims it; so if it
+        # is absent here, someone else has claimed or will claim it. A stale "present" is
+        # rechecked under the lock. Reading a dict without the lock is safe with or without
+        # the GIL.
         if future not in self.queue.entries:
             return
         cancelled = future.cancelled()
