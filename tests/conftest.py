@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -77,3 +78,39 @@ def no_leaked_threads() -> Iterator[None]:
         thread.join(TIMEOUT)
     alive = [t.name for t in leaked if t.is_alive()]
     assert not alive, f"threads left running: {alive}"
+
+
+class LogRecords(logging.Handler):
+    """Keeps every record logged to the logger it is attached to."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def futures_log() -> Iterator[list[logging.LogRecord]]:
+    """Everything ``concurrent.futures`` logs during the test (it only logs trouble)."""
+    handler = LogRecords()
+    logger = logging.getLogger("concurrent.futures")
+    logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.fixture
+def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names and errors of threads that die of an uncaught exception during the test."""
+    deaths: list[str] = []
+
+    def hook(args: Any) -> None:
+        name = args.thread.name if args.thread is not None else "?"
+        deaths.append(f"{name}: {args.exc_type.__name__}: {args.exc_value}")
+
+    monkeypatch.setattr(threading, "excepthook", hook)
+    return deaths

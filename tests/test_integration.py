@@ -52,29 +52,6 @@ SRC = Path(priority_executor.__file__).resolve().parent.parent
 # -- helpers -------------------------------------------------------------------------------
 
 
-class Records(logging.Handler):
-    """Keeps every record logged to the logger it is attached to."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@pytest.fixture
-def futures_log() -> Iterator[list[logging.LogRecord]]:
-    """Everything ``concurrent.futures`` logs during the test (it only logs trouble)."""
-    handler = Records()
-    logger = logging.getLogger("concurrent.futures")
-    logger.addHandler(handler)
-    try:
-        yield handler.records
-    finally:
-        logger.removeHandler(handler)
-
-
 def messages(records: list[logging.LogRecord]) -> list[str]:
     return [record.getMessage() for record in records]
 

@@ -66,45 +66,6 @@ class Helper:
         return self.results[0]
 
 
-class Records(logging.Handler):
-    """Keeps every record logged to the logger it is attached to."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def messages(self) -> list[tuple[int, str]]:
-        return [(record.levelno, record.getMessage()) for record in self.records]
-
-
-@pytest.fixture
-def futures_log() -> Iterator[Records]:
-    """Everything ``concurrent.futures`` logs during the test (it only logs trouble)."""
-    handler = Records()
-    logger = logging.getLogger("concurrent.futures")
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-
-
-@pytest.fixture
-def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The uncaught exceptions that ended a thread during the test."""
-    deaths: list[str] = []
-
-    def hook(args: Any) -> None:
-        name = args.thread.name if args.thread is not None else "?"
-        deaths.append(f"{name}: {args.exc_type.__name__}: {args.exc_value}")
-
-    monkeypatch.setattr(threading, "excepthook", hook)
-    return deaths
-
-
 def unexpected_state(future: Future[Any]) -> tuple[int, str]:
     """What ``Future.set_running_or_notify_cancel`` logs for a future settled by hand."""
     return logging.CRITICAL, f"Future {id(future)} in unexpected state: FINISHED"
@@ -602,17 +563,17 @@ def test_futures_of_a_view_do_not_keep_a_dropped_pool_or_its_threads_alive() -> 
 
 @pytest.mark.parametrize("cancel", [False, True])
 def test_claim_of_a_future_settled_by_hand_returns_false(
-    cancel: bool, futures_log: Records
+    cancel: bool, futures_log: list[logging.LogRecord]
 ) -> None:
     future: Future[str] = Future()
     future.set_result("by hand")
     assert claim(future, cancel=cancel) is False
     assert future.result(0) == "by hand"
-    assert futures_log.messages() == [unexpected_state(future)]
+    assert levels_and_messages(futures_log) == [unexpected_state(future)]
 
 
 def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
-    futures_log: Records, thread_deaths: list[str]
+    futures_log: list[logging.LogRecord], thread_deaths: list[str]
 ) -> None:
     popped, settled = threading.Event(), threading.Event()
 
@@ -642,7 +603,7 @@ def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
         assert pool.submit(str, "next").result(TIMEOUT) == "next"
         assert [t.name for t in pool._threads] == ["handset_0"]
         pool._check_invariants()
-        assert futures_log.messages() == [unexpected_state(future)]
+        assert levels_and_messages(futures_log) == [unexpected_state(future)]
     finally:
         threading.setprofile(None)
         settled.set()
@@ -650,7 +611,7 @@ def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
 
 
 def test_the_timer_survives_a_future_settled_by_hand_between_pop_and_claim(
-    clock: FakeClock, gate: Gate, futures_log: Records, thread_deaths: list[str]
+    clock: FakeClock, gate: Gate, futures_log: list[logging.LogRecord], thread_deaths: list[str]
 ) -> None:
     pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, thread_name_prefix="handset")
     clock.attach(pool)
@@ -672,7 +633,7 @@ def test_the_timer_survives_a_future_settled_by_hand_between_pop_and_claim(
         assert later.cancelled()
         assert thread_deaths == []
         pool._check_invariants()
-        assert futures_log.messages() == [unexpected_state(second)]
+        assert levels_and_messages(futures_log) == [unexpected_state(second)]
     finally:
         gate.open()
         pool.shutdown()
@@ -1015,3 +976,7 @@ def test_a_timeout_beyond_float_range_means_no_deadline(
     finally:
         gate.open()
         pool.shutdown()
+
+
+def levels_and_messages(records: list[logging.LogRecord]) -> list[tuple[int, str]]:
+    return [(record.levelno, record.getMessage()) for record in records]

@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import pytest
 
@@ -157,19 +157,6 @@ def error_log() -> Iterator[ErrorLog]:
     logger.addHandler(handler)
     yield handler
     logger.removeHandler(handler)
-
-
-@pytest.fixture
-def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names and errors of threads that die of an uncaught exception during the test."""
-    deaths: list[str] = []
-
-    def hook(args: Any) -> None:
-        name = args.thread.name if args.thread is not None else "?"
-        deaths.append(f"{name}: {args.exc_type.__name__}: {args.exc_value}")
-
-    monkeypatch.setattr(threading, "excepthook", hook)
-    return deaths
 
 
 def random_priority(rng: random.Random) -> Prio:
