@@ -68,7 +68,7 @@ def environment() -> dict[str, Any]:
         "python_version": platform.python_version(),
         "python": sys.version,
         "implementation": platform.python_implementation(),
-        "executable": sys.executable,
+        "in_virtualenv": sys.prefix != sys.base_prefix,
         "gil_enabled": gil() if gil is not None else True,
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -76,7 +76,9 @@ def environment() -> dict[str, Any]:
         "usable_cpus": len(affinity) if affinity is not None else None,
         "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "priority_executor_version": priority_executor.__version__,
-        "priority_executor_path": str(Path(priority_executor.__file__).parent),
+        # Whether the package under test is this checkout's src/ (no machine paths recorded).
+        "priority_executor_from_checkout": HERE.parent / "src"
+        in Path(priority_executor.__file__).parents,
         "git": _git_revision(),
     }
 
