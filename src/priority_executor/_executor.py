@@ -151,7 +151,10 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         timeout: Optional[float] = None,
         **kwargs: Any,
     ) -> Future[T]:
-        """Schedule ``fn(*args, **kwargs)`` and return its Future. Does not block.
+        """Schedule ``fn(*args, **kwargs)`` and return its Future.
+
+        Does not block, unless ``max_queued`` tasks wait and ``when_full`` is ``"block"``:
+        then it waits for room (from one of the pool's own threads it raises instead).
 
         Higher priority runs first; equal priorities run in submission order. ``priority``
         and ``timeout`` are not passed to ``fn``; use :meth:`options` to give ``fn`` keywords
@@ -171,6 +174,9 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             ValueError: ``priority`` is NaN, or ``timeout`` is negative or NaN.
             RuntimeError: the pool was shut down, or the interpreter is exiting.
             BrokenThreadPool: an initializer failed.
+            QueueFullError: ``max_queued`` tasks wait and ``when_full`` is ``"raise"``, or
+                ``"evict"`` with no queued task ranked below this one, or ``"block"`` from
+                one of the pool's own threads.
         """
         if type(priority) is not int and type(priority) is not Priority:  # fast path first
             priority = check_priority(priority)

@@ -66,7 +66,8 @@ class PoolView(Executor):
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Submit ``fn(*args, **kwargs)`` to the pool with this view's priority and timeout.
 
-        Every keyword goes to ``fn``. Does not block.
+        Every keyword goes to ``fn``. Blocks only as the pool's ``submit`` does (a full
+        queue with ``when_full="block"``).
 
         Raises:
             RuntimeError: this view or its pool was shut down.
