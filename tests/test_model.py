@@ -39,9 +39,8 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
-from priority_executor._policy import Number, aged_key, sort_key
+from priority_executor._policy import Number, WhenFull, aged_key, sort_key
 from priority_executor._queue import Entry, HeapQueue, QueueBase, TaskQueue
-from priority_executor._scheduler import WhenFull
 
 #: Seeds of the default run, and operations per seed.
 FAST_SEEDS = range(50)

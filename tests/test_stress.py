@@ -53,7 +53,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import pytest
 
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
-from priority_executor._scheduler import WhenFull
+from priority_executor._policy import WhenFull
 
 #: Calls to ``submit`` per ``-m slow`` run of this module, over all of ``RUNS``. From 10 to 25 %
 #: are refused (by the shutdown, or by a full queue, depending on thread scheduling), so over a

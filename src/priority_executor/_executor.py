@@ -26,6 +26,7 @@ from ._options import PoolView
 from ._policy import (
     Number,
     Priority,
+    WhenFull,
     check_aged_priority,
     check_ageing,
     check_max_queued,
@@ -34,7 +35,7 @@ from ._policy import (
     check_when_full,
     describe,
 )
-from ._scheduler import Scheduler, WhenFull
+from ._scheduler import Scheduler
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")

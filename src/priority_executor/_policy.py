@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 Number = Union[int, float]
 
@@ -97,13 +97,16 @@ def check_max_queued(max_queued: object) -> Optional[int]:
     return int(max_queued)
 
 
-WHEN_FULL = ("block", "raise", "evict")
+#: What ``submit`` does when ``max_queued`` tasks wait.
+WhenFull = Literal["block", "raise", "evict"]
+WHEN_FULL: tuple[WhenFull, ...] = get_args(WhenFull)
 
 
-def check_when_full(when_full: object) -> Literal["block", "raise", "evict"]:
+def check_when_full(when_full: object) -> WhenFull:
     """Return ``when_full`` if it is one of ``WHEN_FULL``."""
-    if when_full == "block" or when_full == "raise" or when_full == "evict":
-        return when_full
+    for choice in WHEN_FULL:
+        if when_full == choice:
+            return choice
     raise ValueError(f"when_full must be 'block', 'raise' or 'evict', got {describe(when_full)}")
 
 

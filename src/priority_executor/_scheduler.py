@@ -25,15 +25,13 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from . import _process
 from ._claim import LOGGER, acquire_politely, claim, guard_callbacks, log_clock_failure, run
-from ._policy import Number, aged_key, is_due, sort_key
+from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
 from ._stats import ExecutorStatistics, QueueFullError
 from ._timer import CLOCK_RETRY, MAX_SLEEP, DeadlineTimer
 
 #: The standard pool's message for a failed initializer, word for word.
 BROKEN_BY_INITIALIZER = "A thread initializer failed, the thread pool is not usable anymore"
-
-WhenFull = Literal["block", "raise", "evict"]
 
 
 class Scheduler:
