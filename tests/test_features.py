@@ -94,7 +94,7 @@ def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = Non
 
     def asleep() -> bool:
         with scheduler.lock:
-            return not scheduler.timer.signalled and scheduler.timer.target == target
+            return scheduler.timer.park.locked() and scheduler.timer.target == target
 
     wait_until(asleep, f"the timer sleeps until {target}")
 

@@ -51,6 +51,8 @@ def claim(future: Future[Any], *, cancel: bool) -> bool:
     """
     if cancel:
         guard_callbacks(future, future.cancel)
+        if not future.done():  # an exception cut cancel() short before it took effect
+            future.cancel()
     try:
         return future.set_running_or_notify_cancel()
     except RuntimeError:

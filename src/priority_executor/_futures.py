@@ -17,6 +17,7 @@ which is correct but runs each future's callbacks as it is cancelled; then adapt
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import Future
 from concurrent.futures import _base as futures_base
 from typing import Any
@@ -60,6 +61,23 @@ def cancel_quietly(future: Future[Any]) -> bool:
         future._state = _CANCELLED
         condition.notify_all()
     return True
+
+
+def cancel_once(future: Future[Any]) -> None:
+    """``cancel()`` and then wake ``wait()`` waiters, harmlessly if another thread did either.
+
+    Calling ``set_running_or_notify_cancel()`` a second time would log "Future in unexpected
+    state" at critical level; here the state is checked first, under the future's own
+    (reentrant) Condition that ``set_running_or_notify_cancel()`` takes too.
+    """
+    future.cancel()  # runs the callbacks if this call cancels it; a no-op otherwise
+    if not TWO_PHASE:  # without the internals a second call logs, but harms nothing
+        with contextlib.suppress(RuntimeError):
+            future.set_running_or_notify_cancel()
+        return
+    with future._condition:
+        if future._state == _CANCELLED:
+            future.set_running_or_notify_cancel()
 
 
 def has_callbacks_beyond(future: Future[Any], own: int) -> bool:

@@ -101,6 +101,16 @@ class Entry:
         return future
 
 
+def _successor(entry: Entry) -> Entry:
+    """A new entry for ``entry``'s task, so that no entry is ever stored twice."""
+    successor = Entry(
+        entry.future, entry.fn, entry.args, entry.kwargs, entry.priority, entry.deadline
+    )
+    successor.queued_at = entry.queued_at
+    entry.detach()
+    return successor
+
+
 class QueueBase:
     """What both orderings share; see the module docstring for the invariants."""
 
@@ -175,13 +185,20 @@ class QueueBase:
         entry.queued = False
         if entry.deadline is not None:
             self.deadline_count -= 1
-        successor = Entry(
-            entry.future, entry.fn, entry.args, entry.kwargs, entry.priority, entry.deadline
-        )
-        successor.queued_at = entry.queued_at
-        entry.detach()
+        successor = _successor(entry)
         self.push(successor, key)
         self._compact_if_sparse()
+        return successor
+
+    def restore(self, entry: Entry) -> Entry:
+        """Queue again an entry whose removal an asynchronous exception may have cut short.
+
+        O(n). It goes back under its key as a new entry (a tombstone of it may be stored),
+        behind the entries already there: an evicted entry was the last of them anyway.
+        """
+        self.repair(entry)
+        successor = _successor(entry)
+        self.push(successor, entry.key)
         return successor
 
     def find(self, future: Future[Any]) -> Optional[Entry]:

@@ -35,7 +35,7 @@ from ._claim import (
     run_callbacks_guarded,
     wait_politely,
 )
-from ._futures import has_callbacks_beyond
+from ._futures import cancel_once, has_callbacks_beyond
 from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
 from ._stats import ExecutorStatistics, QueueFullError
@@ -72,8 +72,9 @@ class Scheduler:
     ) -> None:
         # The lock, and what it guards:
         # - guarded: queue (and every queued Entry), idle, wakes, threads, starting,
-        #   arriving, newest, running, settling, paused, shutdown, stopping, broken, the
-        #   counts, blocked, joiners, the timer's state and the callback runner's;
+        #   arriving, newest, unstarted, evicted, running, settling, undecided, paused, shutdown,
+        #   stopping, broken, the counts, blocked, joiners, the timer's state and the
+        #   callback runner's;
         # - fixed after construction: max_workers, thread_name_prefix, initializer, initargs,
         #   clock, broken_type, ageing, max_queued, when_full.
         # Lock order: this lock may be held while a Future's own lock is taken (only to read
@@ -118,11 +119,17 @@ class Scheduler:
         self.starting: set[threading.Thread] = set()  # counted in, started after unlocking
         self.arriving = 0  # threads counted in that have not yet reached their loop
         self.newest: Optional[threading.Thread] = None  # the last worker counted in
+        self.unstarted: list[threading.Thread] = []  # counted in, not yet handed to start()
+        # Unqueued to make room, not yet settled; join() waits for them too.
+        self.evicted: list[Entry] = []
         self.running = 0  # tasks taken by a worker whose outcome is not yet counted
         # Tasks taken out of the queue without running (expired, evicted, cancelled by
         # shutdown) whose futures are not yet settled, callbacks included: join() waits for
         # them as for running tasks.
         self.settling = 0
+        # Of those, the ones not yet counted in the statistics: a broken pool fails its queue
+        # after unlocking, and counts each as failed or, if its user won, cancelled.
+        self.undecided = 0
         self.paused = False
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
@@ -162,7 +169,7 @@ class Scheduler:
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
-        expired, evicted, thread = False, None, None
+        expired, evicted = False, None
         if self.lock.locked():
             wait_politely(self.lock, self.spinners)
         with self.lock:
@@ -184,32 +191,40 @@ class Scheduler:
                 evicted, expired = self._make_room_locked(entry, key, gate)
             if not expired and self.timer.needs_signal_locked(entry.deadline):
                 self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-            # Nothing has changed so far. What follows changes the pool's state; if an
-            # asynchronous exception interrupts it, _undo_submit_locked rolls it all back.
-            before = self._snapshot_locked()
-            try:
-                if expired:
-                    self.counts["expired"] += 1
-                    self.settling += 1
-                else:
-                    if evicted is not None:
-                        self.queue.remove(evicted)
-                        self.counts["cancelled"] += 1
-                        self.settling += 1
-                    thread = self._queue_locked(entry, key)
-                self.counts["submitted"] += 1
-            except BaseException:
-                self._undo_submit_locked(before, entry, evicted)
-                raise
+            self._accept_locked(entry, key, expired, evicted)
         try:
-            if thread is not None:
-                self._start_worker(thread, entry)
+            if self.unstarted:  # a hint, taken under the lock
+                self._start_unstarted(entry)
         finally:
-            if evicted is not None:
-                self._settle_one(evicted.detach())
-            if expired:
-                self._settle_one(future)
+            if self.evicted:  # a hint, taken under the lock
+                self._settle_evicted()
         return future
+
+    def _accept_locked(
+        self, entry: Entry, key: Number, expired: bool, evicted: Optional[Entry]
+    ) -> None:
+        """Count and queue a checked submission: the only step of submit that changes state.
+
+        If an asynchronous exception (a signal handler's) interrupts it, everything it did
+        is rolled back before the exception goes on, so the counts stay consistent.
+        """
+        before = self._snapshot_locked()
+        try:
+            if expired:
+                # Settled here, under the lock: no one has seen this future yet, so it has no
+                # waiter and no done-callback but the pool's own, which has nothing to do.
+                cancel_all([entry.future])
+                self.counts["expired"] += 1
+            else:
+                if evicted is not None:
+                    self.queue.remove(evicted)
+                    self.counts["cancelled"] += 1
+                    self.evicted.append(evicted)  # settled by _settle_evicted, after unlocking
+                self._queue_locked(entry, key)
+            self.counts["submitted"] += 1
+        except BaseException:
+            self._undo_submit_locked(before, entry, evicted)
+            raise
 
     def _snapshot_locked(self) -> tuple[Any, ...]:
         """What a submit changes, for :meth:`_undo_submit_locked`."""
@@ -234,58 +249,73 @@ class Scheduler:
         self.counts["expired"] = expired
         self.counts["cancelled"] = cancelled
         self.queue.repair(entry)
-        if evicted is not None and not evicted.queued:
-            self.queue.push(evicted, evicted.key)
+        if evicted is not None and self.queue.find(evicted.future) is not evicted:
+            if evicted in self.evicted:
+                self.evicted.remove(evicted)
+            self.queue.restore(evicted)  # its removal may have stopped part-way
         if self.newest is not newest:  # a worker was counted in: write it off
             assert self.newest is not None
             self.starting.discard(self.newest)
+            if self.newest in self.unstarted:
+                self.unstarted.remove(self.newest)
             self.arriving = arriving
             self.newest = newest
         # A worker woken for the entry finds nothing and parks again; a wake-up counted
         # with no worker released would keep every later one from being given.
         self.wakes -= max(0, (self.wakes - wakes) - (idle - len(self.idle)))
 
-    def _settle_one(self, future: Future[Any]) -> None:
-        """Cancel a future that left the queue unrun, with its callbacks; then count it settled."""
-        try:
-            claim(future, cancel=True)
-        finally:
+    def _settle_evicted(self) -> None:
+        """Cancel the evicted tasks, with their callbacks; call without the lock.
+
+        An entry stays listed until it is settled and counted, so that if an exception
+        interrupts its evicting submit part-way, the next submit, ``join()`` or
+        ``shutdown()`` settles it; settling twice is harmless (``cancel_once``).
+        """
+        while self.evicted:  # a hint, rechecked under the lock
             with self.lock:
-                self.settled_locked(1)
+                if not self.evicted:
+                    return
+                entry = self.evicted[-1]
+                future = entry.future
+            cancel_once(future)
+            with self.lock:
+                mine = entry in self.evicted  # not settled by another thread meanwhile
+                if mine:
+                    self.evicted.remove(entry)
+                    self._after_shrink_locked()
+            if mine:
+                entry.detach()
 
     def settled_locked(self, count: int) -> None:
         """``count`` futures taken from the queue unrun are settled, callbacks included."""
         self.settling -= count
         self._after_shrink_locked()
 
-    def _queue_locked(self, entry: Entry, key: Number) -> Optional[threading.Thread]:
-        """Push ``entry`` and get a worker to it; return a new worker for the caller to start.
+    def _queue_locked(self, entry: Entry, key: Number) -> None:
+        """Push ``entry`` and get a worker to it, counting in a new one if needed.
 
         As in the standard pool, a thread is started when the idle workers cannot take all
-        the queued tasks. The caller starts it once the lock is released, so that while
-        ``start()`` waits for the new thread, that thread can take the lock and a task.
+        the queued tasks. It is started once the lock is released (``_start_unstarted``),
+        so that while ``start()`` waits for the new thread, that thread can take the lock.
         """
         self.queue.push(entry, key)
         if self.paused:
-            return None
+            return
         if self.idle and not self.wakes:
             self.wakes = 1
             self.idle.pop().release()
         if self._understaffed_locked():
-            return self._new_worker_locked()
-        return None
+            self._new_worker_locked()
 
-    def _staff_locked(self) -> list[threading.Thread]:
+    def _staff_locked(self) -> None:
         """Wake an idle worker and count in the threads the queue needs (after pause or stop)."""
         if self.broken:
-            return []  # a broken pool starts nothing; its queue was failed or dropped
+            return  # a broken pool starts nothing; its queue was failed or dropped
         if self.idle and self.queue and not self.wakes:
             self.wakes = 1
             self.idle.pop().release()  # it passes the wake-up on
-        threads = []
         while self._understaffed_locked():
-            threads.append(self._new_worker_locked())
-        return threads
+            self._new_worker_locked()
 
     def _understaffed_locked(self) -> bool:
         """More tasks queued than workers on their way or idle, and room for another thread."""
@@ -360,17 +390,26 @@ class Scheduler:
         finally:
             self.blocked -= 1
 
-    def _new_worker_locked(self) -> threading.Thread:
-        """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
+    def _new_worker_locked(self) -> None:
+        """Count a new worker in; ``_start_unstarted`` starts it after unlocking."""
         index = len(self.threads) + len(self.starting)
         thread = threading.Thread(name=f"{self.thread_name_prefix}_{index}", target=self._work)
         self.newest = thread  # first: an interrupted submit finds what it counted in here
         self.starting.add(thread)
         self.arriving += 1
-        return thread
+        self.unstarted.append(thread)
 
-    def _start_worker(self, thread: threading.Thread, entry: Optional[Entry] = None) -> None:
-        """Start a thread from ``_new_worker_locked``; if that fails, undo what matters.
+    def _start_unstarted(self, entry: Optional[Entry] = None) -> None:
+        """Start the workers counted in, whoever counted them in; call without the lock.
+
+        Whoever counts a worker in starts it after unlocking; if an exception kept it from
+        doing so, the next submit, ``resume()`` or ``shutdown()`` does.
+        """
+        while self.unstarted:  # a hint: _start_worker takes one under the lock
+            self._start_worker(entry)
+
+    def _start_worker(self, entry: Optional[Entry] = None) -> None:
+        """Start one thread that ``_new_worker_locked`` counted in; if that fails, undo.
 
         ``start()`` may fail ("can't start new thread"), or be interrupted by a signal after
         the thread began. Either way, under the lock, a thread still ``starting`` is written
@@ -379,9 +418,18 @@ class Scheduler:
         absorbed. If none does, the submit that queued ``entry`` is undone and the error
         raised, as the standard pool raises it. An interrupt is always raised again.
         """
+        thread = None
         try:
+            # Taken inside the try, so that whatever interrupts this thread from here on,
+            # the worker is either started or written off, never left counted in for ever.
+            with self.lock:
+                if not self.unstarted:
+                    return
+                thread = self.unstarted.pop()
             thread.start()
         except BaseException as exc:
+            if thread is None:
+                raise
             with self.lock:
                 if thread in self.starting:
                     self.starting.discard(thread)
@@ -455,7 +503,7 @@ class Scheduler:
 
     def _quiet_locked(self) -> bool:
         """Nothing queued, running or being settled: what join() waits for."""
-        return not self.queue and not self.running and not self.settling
+        return not self.queue and not self.running and not self.settling and not self.evicted
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -538,7 +586,7 @@ class Scheduler:
                     time.sleep(0)
                     yielded = True
             elif expired is True:
-                claim(entry.detach(), cancel=True)
+                claim(entry.future, cancel=True)
                 outcome = SETTLED
             else:
                 if expired:  # the clock raised: the task runs, and the error is logged
@@ -573,6 +621,7 @@ class Scheduler:
             self.broken = BROKEN_BY_INITIALIZER
             drained = self.queue.drain()
             self.settling += len(drained)
+            self.undecided += len(drained)
         failed = 0
         try:
             for entry in drained:
@@ -586,6 +635,7 @@ class Scheduler:
             with self.lock:
                 self.counts["failed"] += failed
                 self.counts["cancelled"] += len(drained) - failed
+                self.undecided -= len(drained)
                 self.settled_locked(len(drained))
 
     # -- deadlines -------------------------------------------------------------------------
@@ -674,15 +724,13 @@ class Scheduler:
 
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
-        threads = []
         with self.lock:
             if self.stopping:
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if not paused:
-                threads = self._staff_locked()
-        for thread in threads:
-            self._start_worker(thread)
+                self._staff_locked()
+        self._start_unstarted()
 
     def workers_locked(self) -> int:
         """Worker threads started or being started."""
@@ -709,6 +757,7 @@ class Scheduler:
                 "cannot join() from one of the pool's own threads: it would wait for itself"
             )
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._settle_evicted()  # those an interrupted submit left
         with self.lock:
             self.joiners += 1
             try:
@@ -764,20 +813,19 @@ class Scheduler:
             parks = self.idle[:]
             self.idle.clear()  # in place: workers hold this list
             self.wakes += len(parks)
-            threads = self._staff_locked()  # a pool paused before it started any worker
+            self._staff_locked()  # a pool paused before it started any worker
             self.timer.wake_locked()
             self.room.notify_all()  # blocked submits raise the standard RuntimeError
             self._after_shrink_locked()
         for park in parks:
             park.release()
         self._cancel_drained(drained)
-        for thread in threads:
-            try:
-                self._start_worker(thread)
-            except Exception:
-                # No worker can start (at interpreter exit, say) and none runs: cancel what
-                # would otherwise wait for ever.
-                self._abandon_queue()
+        try:
+            self._start_unstarted()
+        except Exception:
+            # No worker can start (at interpreter exit, say) and none runs: cancel what
+            # would otherwise wait for ever.
+            self._abandon_queue()
 
     def _abandon_queue(self) -> None:
         with self.lock:
@@ -810,6 +858,8 @@ class Scheduler:
         """
         if self.is_own_thread():
             return
+        self._start_unstarted()  # those an interrupted submit counted in and never started
+        self._settle_evicted()
         with self.lock:
             # No thread can be counted in once the pool is stopping; wait for those starting.
             self.quiet.wait_for(lambda: not self.starting)
@@ -831,11 +881,12 @@ class Scheduler:
             assert self.wakes >= 0, "more wake-ups consumed than given"
             assert 0 <= self.arriving <= self.workers_locked(), "arriving count is off"
             assert self.running >= 0, "more tasks finished than started"
-            assert self.settling >= 0, "more futures settled than taken out"
+            assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
             assert self.callbacks.busy <= len(self.callbacks.threads), "callback count is off"
             assert len(self.idle) <= self.workers_locked(), "more idle workers than threads"
             assert self.workers_locked() <= self.max_workers, "more threads than max_workers"
             assert not self.threads & self.starting, "a thread both started and starting"
+            assert set(self.unstarted) <= self.starting, "an unstarted thread is not counted in"
             if self.idle and self.queue and not self.paused:
                 assert self.wakes > 0, "a task waits while every idle worker sleeps"
             if self.max_queued is not None:
@@ -848,7 +899,7 @@ class Scheduler:
                 assert self.timer.target <= earliest, "the timer would sleep past a deadline"
             counts = self.counts
             settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
-            in_flight = len(self.queue) + self.running + self.settling
+            in_flight = len(self.queue) + self.running + self.undecided
             assert counts["submitted"] == settled + in_flight, "lost task"
 
     def after_fork_in_child(self) -> None:
@@ -866,8 +917,10 @@ class Scheduler:
         self.threads.clear()
         self.starting.clear()
         self.wakes = self.arriving = self.running = self.blocked = self.joiners = 0
-        self.settling = 0
+        self.settling = self.undecided = 0
         self.newest = None
+        self.unstarted = []
+        self.evicted = []
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.thread_name_prefix)
         if used:

@@ -33,8 +33,8 @@ class DeadlineTimer:
         # Guarded by the pool's lock:
         self.thread: Optional[threading.Thread] = None
         self.target: Optional[float] = None  # the deadline it sleeps until, None for ever
-        self.signalled = False  # the park lock was released and the timer has not woken yet
-        # The timer blocks acquiring this lock; releasing it once wakes the timer.
+        # The timer blocks acquiring this lock; releasing it once wakes the timer. It is
+        # released only under the pool's lock, so "unlocked" means "signalled, not yet woken".
         self.park = threading.Lock()
         self.park.acquire()
 
@@ -48,11 +48,15 @@ class DeadlineTimer:
             thread = threading.Thread(
                 name=f"{self.scheduler.thread_name_prefix}_timer", target=self._loop
             )
-            thread.start()  # if this raises, submit raises and nothing changes
-            self.thread = thread
+            self.thread = thread  # first, so that a started timer is never lost track of
+            try:
+                thread.start()
+            except BaseException:
+                if thread.ident is None:  # it never began: submit raises, nothing changed
+                    self.thread = None
+                raise
         self.target = deadline
-        if not self.signalled:
-            self.signalled = True
+        if self.park.locked():
             self.park.release()
 
     def wake_locked(self) -> None:
@@ -62,11 +66,8 @@ class DeadlineTimer:
 
     def _loop(self) -> None:
         scheduler = self.scheduler
-        signalled = False
         while True:
             with scheduler.lock:
-                if signalled:
-                    self.signalled = False
                 now = scheduler.read_clock()
                 due = [] if isinstance(now, Exception) else scheduler.pop_due_locked(now)
                 deadline = scheduler.queue.next_deadline()
@@ -81,10 +82,10 @@ class DeadlineTimer:
             if done:
                 return
             if deadline is None:
-                signalled = self.park.acquire()
+                self.park.acquire()
             else:
                 delay = CLOCK_RETRY if isinstance(now, Exception) else deadline - now
-                signalled = self.park.acquire(timeout=min(max(0.0, delay), MAX_SLEEP))
+                self.park.acquire(timeout=min(max(0.0, delay), MAX_SLEEP))
 
     def join(self) -> None:
         """Wait for the timer to exit, once the pool is stopping. Call without the lock."""
