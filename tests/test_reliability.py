@@ -73,9 +73,9 @@ def test_the_pool_keeps_no_reference_to_a_task_once_it_has_settled(
 ) -> None:
     pool = make_pool(ageing, max_queued, when_full, max_workers=1)
     try:
-        submit = submitter(pool, view, timeout=60.0)
         refs: list[weakref.ref[Any]] = []
-        for _ in range(3):  # ran, then settled without running (cancelled), then expired
+        for timeout in (None, 60.0):  # without and with a deadline: tasks that ran
+            submit = submitter(pool, view, timeout=timeout)
             payload = Payload()
             future = submit(consume, payload)
             assert future.result(TIMEOUT) is payload
@@ -177,7 +177,7 @@ def test_a_stuck_callback_on_an_expired_future_delays_no_other_expiry(
 
     def stuck(_: Future[Any]) -> None:
         in_callback.set()
-        assert release.wait(TIMEOUT)
+        assert release.wait(3 * TIMEOUT)  # longer than any wait of the test below
 
     try:
         pool.pause()
