@@ -25,6 +25,7 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from . import _process
 from ._claim import LOGGER, acquire_politely, claim, guard_callbacks, log_clock_failure, run
+from ._context import fresh_thread
 from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
 from ._stats import ExecutorStatistics, QueueFullError
@@ -269,7 +270,7 @@ class Scheduler:
     def _new_worker_locked(self) -> threading.Thread:
         """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
         index = len(self.threads) + len(self.starting)
-        thread = threading.Thread(name=f"{self.thread_name_prefix}_{index}", target=self._work)
+        thread = fresh_thread(f"{self.thread_name_prefix}_{index}", self._work)
         self.starting.add(thread)
         self.arriving += 1
         return thread
@@ -566,6 +567,7 @@ class Scheduler:
                 cancelled=self.counts["cancelled"],
                 expired=self.counts["expired"],
                 rejected=self.counts["rejected"],
+                taken=self.counts["taken"],
             )
 
     # -- stopping --------------------------------------------------------------------------
@@ -655,7 +657,8 @@ class Scheduler:
                 assert earliest is not None, "deadline count without a deadline"
                 assert self.timer.target <= earliest, "the timer would sleep past a deadline"
             counts = self.counts
-            settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
+            left = ("completed", "failed", "cancelled", "expired", "taken")  # taken: _work_queue
+            settled = sum(counts[k] for k in left)
             assert counts["submitted"] == settled + len(self.queue) + self.running, "lost task"
 
     def after_fork_in_child(self) -> None:
@@ -695,8 +698,6 @@ class Scheduler:
             return
         # If the interpreter is exiting, no thread can start; its exit hook stops every pool.
         with contextlib.suppress(RuntimeError):
-            threading.Thread(
-                name=f"{self.thread_name_prefix}_stop",
-                target=self.stop,
-                kwargs={"shutdown": False, "cancel_futures": False},
+            fresh_thread(
+                f"{self.thread_name_prefix}_stop", self.stop, shutdown=False, cancel_futures=False
             ).start()
