@@ -33,6 +33,7 @@ other removal.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import queue
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -46,24 +47,17 @@ if TYPE_CHECKING:
     from ._scheduler import Scheduler
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class WorkItem:
     """A task taken out of the pool by ``_work_queue.get()``, shaped as the standard one."""
 
     __slots__ = ("args", "context", "fn", "future", "kwargs")
 
-    def __init__(
-        self,
-        future: Future[Any],
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        context: Optional[contextvars.Context],
-    ) -> None:
-        self.future = future
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-        self.context = context  # the submitter's, with copy_context=True; else None
+    future: Future[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    context: Optional[contextvars.Context]  # the submitter's, with copy_context=True; else None
 
     @property
     def task(self) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
