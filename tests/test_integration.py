@@ -637,13 +637,14 @@ def test_raising_done_callbacks_are_logged_and_the_worker_and_timer_survive(
         worker = pool.submit(threading.get_ident).result(TIMEOUT)
         pool.submit(gate)
         gate.wait_started()
-        # Expired by the timer, which calls the raising callback.
+        # Expired by the timer, whose callback thread calls the raising callback.
         expired = pool.submit(abs, -1, timeout=1.0)
         expired.add_done_callback(explode)
         clock.advance(1.0)
         assert wait([expired], timeout=TIMEOUT).not_done == set()
-        threads = pool_threads(pool)
-        assert len(threads) == 2  # the worker, held by the gate, and the timer
+        wait_until(lambda: len(futures_log) == 1, "the callback of the expired task ran")
+        wait_until(lambda: len(pool_threads(pool)) == 2, "the callback thread exited")
+        threads = pool_threads(pool)  # the worker, held by the gate, and the timer
         # The timer still expires tasks: the only worker is held by the gate.
         expired_later = pool.submit(abs, -2, timeout=1.0)
         clock.advance(1.0)

@@ -620,7 +620,7 @@ class QueueHarness:
 
     def leave(self, entry: Entry) -> None:
         """What the scheduler does with an entry it removed: take it, settle its future."""
-        future = entry.take()[0]
+        future = entry.detach()
         if self.rng.random() < 0.5:
             future.cancel()
         future.set_running_or_notify_cancel()

@@ -20,7 +20,7 @@ import random
 import threading
 import weakref
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 import pytest
@@ -442,54 +442,101 @@ def blocked_submits(pool: PriorityThreadPoolExecutor) -> int:
 
 def instrument(view: PoolView, monkeypatch: pytest.MonkeyPatch) -> tuple[HookedLock, SnapshotSet]:
     lock, pending = HookedLock(), SnapshotSet()
-    monkeypatch.setattr(view, "_lock", lock)
-    monkeypatch.setattr(view, "_settled", threading.Condition(cast(Any, lock)))
-    monkeypatch.setattr(view, "_pending", pending)
+    state = view._state
+    monkeypatch.setattr(state, "lock", lock)
+    monkeypatch.setattr(state, "settled", threading.Condition(cast(Any, lock)))
+    monkeypatch.setattr(state, "pending", pending)
     return lock, pending
 
 
-def test_view_shutdown_waits_for_a_task_whose_submit_was_blocked_on_a_full_queue(
+def test_a_view_submit_in_flight_when_the_view_shuts_down_is_refused(
     gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The submit has counted itself in with the view when shutdown(wait=True) closes it: the
+    # pool refuses it (the view is its gate, checked under the pool's lock), shutdown waits
+    # for it to count out, and nothing of it is queued or runs.
+    pool = PriorityThreadPoolExecutor(max_workers=1)
+    try:
+        view = pool.options()
+        lock, _pending = instrument(view, monkeypatch)
+        pool.submit(gate)
+        gate.wait_started()
+        ran = threading.Event()
+
+        def submit_through_view() -> object:
+            try:
+                return view.submit(ran.set)
+            except RuntimeError as exc:
+                return exc
+
+        submitter = Helper(submit_through_view, "submitter")
+        closer = Helper(lambda: view.shutdown(wait=True), "closer")
+        closer_waits = threading.Event()
+        counted_in: list[str] = []
+
+        def after_release() -> None:
+            me = threading.current_thread()
+            if me is closer.thread and view._state.submitting:
+                closer_waits.set()  # released in Condition.wait: it waits for the submit
+            elif me is submitter.thread and not counted_in:
+                counted_in.append(me.name)  # counted in: hold it until shutdown waits for it
+                assert closer_waits.wait(TIMEOUT), "shutdown did not wait for the submit"
+
+        lock.after_release = after_release
+        submitter.start()
+        closer.start()
+        error = submitter.outcome()
+        assert closer.outcome() is None
+        assert counted_in == ["submitter"]
+        assert type(error) is RuntimeError
+        assert str(error) == "cannot schedule new futures after shutdown"
+        gate.open()
+        assert pool.join(TIMEOUT)
+        assert not ran.is_set()
+        assert pool.statistics().rejected == 1
+        pool._check_invariants()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("cancel_futures", [False, True])
+@pytest.mark.parametrize("wait_", [False, True], ids=["nowait", "wait"])
+def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_down(
+    gate: Gate, wait_: bool, cancel_futures: bool
+) -> None:
+    # Issue 8, point 3. Before: the blocked submit escaped the view's shutdown, queued its
+    # task once room appeared, and the task ran, even after cancel_futures=True. Now it gets
+    # the standard RuntimeError, as a blocked submit on the pool does when the pool shuts down.
     pool = PriorityThreadPoolExecutor(max_workers=1, max_queued=1, when_full="block")
     try:
         view = pool.options()
-        lock, pending = instrument(view, monkeypatch)
         pool.submit(gate)
         gate.wait_started()
         filler = pool.submit(str, "filler")  # the queue is full
         ran = threading.Event()
-        submitter = Helper(lambda: view.submit(ran.set), "submitter")
 
-        def close_view() -> bool:
-            view.shutdown(wait=True)
-            return ran.is_set()  # the task queued by the blocked submit has run
+        def submit_through_view() -> object:
+            try:
+                return view.submit(ran.set)
+            except RuntimeError as exc:
+                return exc
 
-        closer = Helper(close_view, "closer")
-        closer_waits = threading.Event()
-        held: list[str] = []
-
-        def after_release() -> None:
-            me = threading.current_thread()
-            if me is closer.thread:
-                closer_waits.set()  # its first release is the one in Condition.wait
-            elif me is submitter.thread and view._submitting == 0 and not held:
-                held.append(me.name)  # counted out: hold it until shutdown took its snapshot
-                assert pending.copied.wait(TIMEOUT), "shutdown never took its snapshot"
-
-        lock.after_release = after_release
+        submitter = Helper(submit_through_view, "submitter")
         submitter.start()
         wait_until(lambda: blocked_submits(pool) == 1, "the view's submit blocks for room")
-        closer.start()
-        assert closer_waits.wait(TIMEOUT), "shutdown did not wait for the submit in flight"
-        assert filler.cancel()  # room: the blocked submit queues its task behind the gate
-        future = submitter.outcome()
-        assert isinstance(future, Future)
-        assert held == ["submitter"]
-        assert not future.done()
+        view.shutdown(wait=wait_, cancel_futures=cancel_futures)
+        error = submitter.outcome()
+        assert type(error) is RuntimeError
+        assert str(error) == "cannot schedule new futures after shutdown"
+        assert not filler.done(), "the view's shutdown touched a task of the pool"
         gate.open()
-        assert closer.outcome() is True, "view.shutdown(wait=True) returned before the task ran"
-        assert future.done()
+        assert filler.result(TIMEOUT) == "filler"
+        assert pool.join(TIMEOUT)
+        assert not ran.is_set(), "the refused task ran"
+        stats = pool.statistics()
+        assert (stats.submitted, stats.completed, stats.rejected) == (2, 2, 1)
+        pool._check_invariants()
     finally:
         gate.open()
         pool.shutdown()
@@ -610,9 +657,12 @@ def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
         pool.shutdown()
 
 
-def test_the_timer_survives_a_future_settled_by_hand_between_pop_and_claim(
+def test_the_timer_settles_every_due_future_before_any_of_their_callbacks_runs(
     clock: FakeClock, gate: Gate, futures_log: list[logging.LogRecord], thread_deaths: list[str]
 ) -> None:
+    # Before (issue 8, point 5): the timer cancelled due futures one by one, each with its
+    # callbacks, so the first one's callback could still settle the second by hand, and a
+    # slow one made the rest late. Now both are cancelled and their waiters woken first.
     pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, thread_name_prefix="handset")
     clock.attach(pool)
     try:
@@ -620,23 +670,25 @@ def test_the_timer_survives_a_future_settled_by_hand_between_pop_and_claim(
         gate.wait_started()
         first = pool.submit(str, "first", timeout=1.0)
         second = pool.submit(str, "second", timeout=1.0)
-        # The timer pops both at once; cancelling the first runs this, before the second's
-        # claim.
         first.add_done_callback(lambda _: second.set_result("by hand"))
         clock.advance(1.0)
         assert wait([first, second], timeout=TIMEOUT).not_done == set()
         assert first.cancelled()
-        assert second.result(0) == "by hand"
+        assert second.cancelled(), "a callback of the first settled the second by hand"
+        wait_until(lambda: len(futures_log) == 1, "the callback of the first ran")
         later = pool.submit(str, "later", timeout=1.0)
         clock.advance(1.0)
         assert wait([later], timeout=TIMEOUT).done == {later}, "the timer died"
         assert later.cancelled()
         assert thread_deaths == []
-        pool._check_invariants()
-        assert levels_and_messages(futures_log) == [unexpected_state(second)]
+        (record,) = futures_log
+        assert record.getMessage() == f"exception calling callback for {first!r}"
+        assert record.exc_info is not None
+        assert record.exc_info[0] is InvalidStateError
     finally:
         gate.open()
         pool.shutdown()
+    pool._check_invariants()
 
 
 # -- 8. map goes through submit ---------------------------------------------------------------
@@ -816,7 +868,7 @@ def test_a_timer_callback_submitting_to_a_full_blocking_queue_gets_queue_full_er
     outcome: list[object] = []
     done = threading.Event()
 
-    def resubmit(_: Future[Any]) -> None:  # runs in the timer, when ``expiring`` expires
+    def resubmit(_: Future[Any]) -> None:  # runs in a callback thread when ``expiring`` expires
         try:
             outcome.append(pool.submit(str, "fills the queue"))
             pool.submit(str, "refused")
@@ -834,12 +886,12 @@ def test_a_timer_callback_submitting_to_a_full_blocking_queue_gets_queue_full_er
         expiring.add_done_callback(resubmit)
         clock.advance(1.0)
         # Not a full TIMEOUT: the gate opens by itself then, and makes room.
-        assert done.wait(TIMEOUT / 2), "the timer blocked on the full queue"
+        assert done.wait(TIMEOUT / 2), "the callback thread blocked on the full queue"
         refill, error, thread = outcome
         assert isinstance(refill, Future)
         assert type(error) is QueueFullError
         assert str(error) == own_thread_message(2)
-        assert thread == "full_timer"
+        assert thread == "full_callbacks_0"
         gate.open()
         assert refill.result(TIMEOUT) == "fills the queue"
         pool._check_invariants()

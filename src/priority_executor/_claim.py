@@ -3,7 +3,8 @@
 Every path out of the queue ends in :func:`claim`, called once per future by whoever removed
 its entry from the queue under the pool's lock: a worker about to run it, the timer or a
 worker that found it expired, the cancel hook, an eviction, ``shutdown(cancel_futures=True)``,
-or a broken pool.
+or a broken pool. Where many futures are cancelled at once, :func:`cancel_all` settles every
+one of them before any of their done-callbacks runs (see ``_futures``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable
+
+from ._futures import cancel_quietly, run_callbacks
 
 LOGGER = logging.getLogger("concurrent.futures")
 
@@ -56,6 +59,29 @@ def claim(future: Future[Any], *, cancel: bool) -> bool:
         return False
 
 
+def cancel_all(futures: list[Future[Any]]) -> list[Future[Any]]:
+    """Cancel futures that just left the queue, and wake their waiters; run no callback.
+
+    Every future is done, and its ``result()``, ``wait()`` and ``as_completed()`` waiters
+    awake, before any user code runs, so no callback can delay another future's settling.
+
+    Returns:
+        The futures whose done-callbacks are still owed: run each with
+        :func:`run_callbacks_guarded`, after the pool's lock is released.
+    """
+    owed = []
+    for future in futures:
+        if cancel_quietly(future):
+            owed.append(future)
+        claim(future, cancel=False)
+    return owed
+
+
+def run_callbacks_guarded(future: Future[Any]) -> None:
+    """Run the callbacks that :func:`cancel_all` left owed, keeping the calling thread alive."""
+    guard_callbacks(future, run_callbacks, future)
+
+
 def run(
     future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> str:
@@ -92,8 +118,8 @@ def guard_callbacks(future: Future[Any], settle: Callable[..., object], *args: o
         LOGGER.exception("exception calling callback for %r", future)
 
 
-def acquire_politely(lock: Any, spinners: set[int]) -> None:
-    """Take a contended lock by yielding the GIL between tries, and block only as a last resort.
+def wait_politely(lock: Any, spinners: set[int]) -> None:
+    """Yield the GIL while a contended lock is taken, for a few tries; the caller then takes it.
 
     A thread blocked on a lock becomes its owner the moment it is released, but can use it
     only once it gets the GIL back; meanwhile every other thread that wants the lock queues
@@ -105,15 +131,18 @@ def acquire_politely(lock: Any, spinners: set[int]) -> None:
     While it yields, the thread is in ``spinners``, so that a worker releasing the lock
     yields the GIL to it in turn; otherwise a submitter could wait a whole GIL switch
     interval (5 ms) behind a worker running short tasks.
+
+    It never takes the lock itself: the caller does, with a ``with`` statement, the one form
+    that no asynchronous exception (a signal handler's, say) can split from the ``finally``
+    that releases it. So an interrupt that lands here leaves nothing held.
     """
     me = threading.get_ident()
-    spinners.add(me)
     try:
+        spinners.add(me)
         for _ in range(LOCK_SPINS):
             time.sleep(0)
-            if lock.acquire(False):
+            if not lock.locked():
                 return
-        lock.acquire()
     finally:
         spinners.discard(me)
 

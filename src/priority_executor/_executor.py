@@ -37,7 +37,7 @@ from ._policy import (
     check_when_full,
     describe,
 )
-from ._scheduler import Scheduler
+from ._scheduler import Gate, Scheduler
 from ._stats import ExecutorStatistics
 from ._work_queue import WorkQueue
 
@@ -217,12 +217,14 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
+        gate: Optional[Gate] = None,
     ) -> Future[T]:
+        """Submit for a view, whose options were checked when it was made."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {describe(fn)}")
         if self._copy_context:
             fn = InContext(contextvars.copy_context(), fn)
-        return self._scheduler.submit(fn, args, kwargs, priority, timeout)
+        return self._scheduler.submit(fn, args, kwargs, priority, timeout, gate)
 
     def options(
         self, *, priority: Number = Priority.NORMAL, timeout: Optional[float] = None

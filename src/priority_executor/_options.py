@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Uni
 
 from ._map import map_results
 from ._policy import Number
+from ._queue import NO_KWARGS
 
 if TYPE_CHECKING:
     from ._executor import PriorityThreadPoolExecutor
@@ -53,26 +54,17 @@ class PoolView(ThreadPoolExecutor):
     ) -> None:
         # The base class's __init__ is deliberately not called: the view starts no thread.
         self._pool = pool
-        self._priority = priority
-        self._timeout = timeout
-        self._lock = threading.Lock()
-        self._settled = threading.Condition(self._lock)  # no submit through the view under way
-        self._closed = False
-        self._submitting = 0
-        self._pending: set[Future[Any]] = set()
-        # The done-callback reaches the view through a weak reference: a future kept by a
-        # caller must not keep the view, and through it the pool and its threads, alive.
-        self._forget = _forgetter(weakref.ref(self))
+        self._state = _ViewState(priority, timeout)
 
     @property
     def priority(self) -> Number:
         """The priority of every task submitted through this view."""
-        return self._priority
+        return self._state.priority
 
     @property
     def timeout(self) -> Optional[float]:
         """How long, in seconds, each task submitted through this view may wait in the queue."""
-        return self._timeout
+        return self._state.timeout
 
     # The standard pool's attributes, read from the pool; typeshed declares them writable.
 
@@ -92,8 +84,8 @@ class PoolView(ThreadPoolExecutor):
     @property
     def _shutdown(self) -> bool:  # type: ignore[override]  # read-only
         """True once this view is closed or its pool shut down: it refuses submissions."""
-        with self._lock:
-            if self._closed:
+        with self._state.lock:
+            if self._state.closed:
                 return True
         return self._pool._shutdown
 
@@ -108,25 +100,9 @@ class PoolView(ThreadPoolExecutor):
         queue with ``when_full="block"``).
 
         Raises:
-            RuntimeError: this view or its pool was shut down.
+            RuntimeError: this view or its pool was shut down (also while it waited for room).
         """
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            self._submitting += 1
-        # Not under the view's lock: the pool's submit may block on a full queue until a
-        # task of this view finishes, and that task's done-callback takes the view's lock.
-        future = None
-        try:
-            future = self._pool._submit(fn, args, kwargs, self._priority, self._timeout)
-        finally:
-            with self._lock:
-                self._submitting -= 1
-                if future is not None:
-                    self._pending.add(future)
-                self._settled.notify_all()
-        future.add_done_callback(self._forget)
-        return future
+        return self._state.submit(self._pool, fn, args, kwargs)
 
     def map(
         self,
@@ -139,24 +115,35 @@ class PoolView(ThreadPoolExecutor):
         """Like :meth:`concurrent.futures.Executor.map`, with this view's priority and timeout.
 
         ``timeout`` here is the standard one: seconds to wait for the results, counted from
-        this call. ``chunksize`` is ignored, as by the standard thread pool.
+        this call. ``chunksize`` is ignored, as by the standard thread pool. With
+        ``buffersize``, the iterator holds the pool only weakly, as the standard one holds its
+        executor, but keeps what it needs of the view: a view dropped meanwhile loses nothing.
         """
-        return map_results(self, _submit_args, fn, iterables, timeout, buffersize)
+        return map_results(self._pool, self._state.submit_args, fn, iterables, timeout, buffersize)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Close this view; the pool keeps running. Idempotent, safe from any thread.
+
+        A submit through this view that is still waiting for room in a full queue is
+        refused with the standard ``RuntimeError``; one that is just being queued is
+        cancelled with the rest when ``cancel_futures`` is True.
 
         Args:
             wait: block until every task submitted through this view is done; from one of
                 the pool's own threads it does not wait (it could wait for itself).
             cancel_futures: cancel the tasks submitted through this view that have not started.
         """
-        own_thread = self._pool._scheduler.is_own_thread()
-        with self._lock:
-            self._closed = True
+        scheduler = self._pool._scheduler
+        own_thread = scheduler.is_own_thread()
+        state = self._state
+        with state.lock:
+            state.closed = True
+            state.cancelling = state.cancelling or cancel_futures
+        scheduler.wake_blocked()  # blocked submits through this view see it closed
+        with state.lock:
             if wait and not own_thread:
-                self._settled.wait_for(lambda: not self._submitting)
-            pending = list(self._pending)
+                state.settled.wait_for(lambda: not state.submitting)
+            pending = list(state.pending)
         if cancel_futures:
             for future in pending:
                 future.cancel()
@@ -164,21 +151,76 @@ class PoolView(ThreadPoolExecutor):
             futures_wait(pending)
 
     def __repr__(self) -> str:
+        state = self._state
         return (
-            f"<PoolView priority={self._priority!r} timeout={self._timeout!r}"
-            f" closed={self._closed} of {self._pool!r}>"
+            f"<PoolView priority={state.priority!r} timeout={state.timeout!r}"
+            f" closed={state.closed} of {self._pool!r}>"
         )
 
 
-def _submit_args(view: PoolView, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
-    return view.submit(fn, *args)
+class _ViewState:
+    """What a view owns, apart from its pool: a ``map`` iterator keeps this, not the pool.
+
+    It is also the gate the pool's submit checks under the pool's lock: once ``closed`` is
+    set (under this lock, then the pool's lock taken to wake blocked submits), no task is
+    queued through the view.
+    """
+
+    def __init__(self, priority: Number, timeout: Optional[float]) -> None:
+        self.priority = priority
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)  # no submit through the view under way
+        self.closed = False
+        self.cancelling = False  # shut down with cancel_futures=True
+        self.submitting = 0
+        self.pending: set[Future[Any]] = set()
+        # The done-callback reaches this state through a weak reference: a future kept by a
+        # caller must not keep the view alive.
+        self.forget = _forgetter(weakref.ref(self))
+
+    def submit(
+        self,
+        pool: PriorityThreadPoolExecutor,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+    ) -> Future[T]:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self.submitting += 1
+        # Not under the view's lock: the pool's submit may block on a full queue until a
+        # task of this view finishes, and that task's done-callback takes the view's lock.
+        future = None
+        try:
+            future = pool._submit(fn, args, kwargs, self.priority, self.timeout, self)
+        finally:
+            with self.lock:
+                self.submitting -= 1
+                # Queued while the view was being shut down with cancel_futures=True, too
+                # late for shutdown() to see it: cancel it here, as shutdown() would have.
+                cancel = future is not None and self.cancelling
+                if future is not None and not cancel:
+                    self.pending.add(future)
+                self.settled.notify_all()
+        if cancel:
+            future.cancel()
+        else:
+            future.add_done_callback(self.forget)
+        return future
+
+    def submit_args(
+        self, pool: PriorityThreadPoolExecutor, fn: Callable[..., T], args: tuple[Any, ...]
+    ) -> Future[T]:
+        return self.submit(pool, fn, args, NO_KWARGS)
 
 
-def _forgetter(view_ref: weakref.ReferenceType[PoolView]) -> Callable[[Future[Any]], None]:
+def _forgetter(state_ref: weakref.ReferenceType[_ViewState]) -> Callable[[Future[Any]], None]:
     def forget(future: Future[Any]) -> None:
-        view = view_ref()
-        if view is not None:
-            with view._lock:
-                view._pending.discard(future)
+        state = state_ref()
+        if state is not None:
+            with state.lock:
+                state.pending.discard(future)
 
     return forget

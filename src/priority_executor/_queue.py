@@ -30,8 +30,11 @@ Invariants, checked by :meth:`QueueBase._check_invariants`:
   deadline heap, which has the heap property; ``deadline_count`` counts them; the ``seq`` of
   every heap item is unique and below ``next_seq``;
 * ``stored <= 2 * live + COMPACT_SLACK``, and likewise for the deadline heap;
-* for :class:`TaskQueue`: ``levels`` is a heap holding each key of ``buckets`` once, and at
-  most one bucket is empty (a pop that empties the last level keeps it for the next push).
+* for :class:`TaskQueue`: ``levels`` is a heap holding each key of ``buckets`` once; at most
+  ``hollow + 1`` buckets are empty (a pop that empties the last level keeps it for the next
+  push; an eviction that empties the worst level leaves it, counted in ``hollow``, until a
+  pop reaches it or enough of them are dropped at once); with eviction, ``top`` is a heap of
+  negated keys holding every key of ``levels``, so the worst level is found in O(log L).
 """
 
 from __future__ import annotations
@@ -87,17 +90,15 @@ class Entry:
         self.queued = False  # True from push until it leaves the queue; then a tombstone
         self.queued_at = 0.0  # the clock at submit, read only for a deadline or ageing
 
-    def take(
-        self,
-    ) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Mapping[str, Any]]:
-        """Hand the task over to whoever removed this entry from the queue.
+    def detach(self) -> Future[Any]:
+        """Hand the future over to whoever removed this entry from the queue; keep nothing.
 
-        The entry keeps nothing afterwards, so a tombstone of it left in the queue holds
-        neither the callable, nor its arguments, nor the future and its result.
+        A tombstone of the entry may stay in the queue a while: afterwards it holds neither
+        the callable, nor its arguments, nor the future and its result.
         """
-        task = self.future, self.fn, self.args, self.kwargs
+        future = self.future
         del self.future, self.fn, self.args, self.kwargs
-        return task
+        return future
 
 
 class QueueBase:
@@ -174,8 +175,11 @@ class QueueBase:
         entry.queued = False
         if entry.deadline is not None:
             self.deadline_count -= 1
-        successor = Entry(*entry.take(), entry.priority, entry.deadline)
+        successor = Entry(
+            entry.future, entry.fn, entry.args, entry.kwargs, entry.priority, entry.deadline
+        )
         successor.queued_at = entry.queued_at
+        entry.detach()
         self.push(successor, key)
         self._compact_if_sparse()
         return successor
@@ -213,6 +217,23 @@ class QueueBase:
             self._forget(entry)
         self._compact_if_sparse()
         return drained
+
+    def repair(self, entry: Entry) -> None:
+        """Undo a ``push(entry)`` that an asynchronous exception may have cut short; O(n).
+
+        Afterwards ``entry`` is not queued and every invariant holds again, whichever line
+        of ``push`` (or of the code around it) was interrupted.
+        """
+        if self.entries.get(entry.future) is entry:
+            del self.entries[entry.future]
+        entry.queued = False
+        self.deadline_count = sum(e.deadline is not None for e in self.entries.values())
+        self._recount()
+        self._compact_if_sparse()
+
+    def _recount(self) -> None:
+        """Set ``stored`` to what the ordering holds."""
+        raise NotImplementedError
 
     def _forget(self, entry: Entry) -> None:
         del self.entries[entry.future]
@@ -257,17 +278,34 @@ class QueueBase:
 class TaskQueue(QueueBase):
     """Strict priority: a FIFO bucket per sort key, and a heap of the keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, track_worst: bool = True) -> None:
         super().__init__()
         self.levels: list[Number] = []
         self.buckets: dict[Number, deque[Entry]] = {}
+        # With eviction, a max-heap of the levels (negated keys; stale ones are skipped), so
+        # that finding the worst entry costs O(log L), not a sort of every level.
+        self.top: Optional[list[Number]] = [] if track_worst else None
+        self.hollow = 0  # empty buckets left by worst(), at most; see the module docstring
 
     def _store(self, entry: Entry) -> None:
         bucket = self.buckets.get(entry.key)
         if bucket is None:
             bucket = self.buckets[entry.key] = deque()
             heapq.heappush(self.levels, entry.key)
+            if self.top is not None:
+                self._list_as_worst(entry.key)
+        elif self.top is not None and not bucket:
+            self._list_as_worst(entry.key)  # worst() may have skipped it while it was empty
         bucket.append(entry)
+
+    def _list_as_worst(self, key: Number) -> None:
+        top = self.top
+        assert top is not None
+        if len(top) > 2 * len(self.levels) + COMPACT_SLACK:
+            # Stale and repeated keys: rebuild from the levels, in O(L) once per L pushes.
+            self.top = top = [-level for level in self.levels]
+            heapq.heapify(top)
+        heapq.heappush(top, -key)
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
@@ -296,20 +334,47 @@ class TaskQueue(QueueBase):
         return None
 
     def worst(self) -> Optional[Entry]:
-        # Tombstones at the tail of the worst bucket go now, so that evicting one task after
-        # another costs O(1) each, not a rescan of the ones evicted before.
-        for key in sorted(self.levels, reverse=True):
-            bucket = self.buckets[key]
+        """The live entry that would run last, or None: O(log L) amortised, with eviction."""
+        top = self.top
+        assert top is not None, "worst() needs a queue made with track_worst=True"
+        buckets = self.buckets
+        while top:
+            bucket = buckets.get(-top[0])
+            if bucket is None:  # a level that has gone since
+                heapq.heappop(top)
+                continue
+            # Tombstones at the tail of the worst bucket go now, so that evicting one task
+            # after another costs O(1) each, not a rescan of the ones evicted before.
             while bucket and not bucket[-1].queued:
                 bucket.pop()
                 self.stored -= 1
             if bucket:
                 return bucket[-1]
-            if len(self.levels) > 1:  # at most one empty bucket may stay
-                del self.buckets[key]
-                self.levels.remove(key)
-                heapq.heapify(self.levels)
+            # Empty: leave it (removing a key from the middle of ``levels`` costs O(L)) and
+            # skip it from now on; drop all such buckets at once when they add up.
+            heapq.heappop(top)
+            self.hollow += 1
+            if self.hollow > len(buckets) // 2 + COMPACT_SLACK:
+                self._drop_empty_buckets()
         return None
+
+    def _recount(self) -> None:
+        self._drop_empty_buckets()  # and rebuild the level heaps, which push may have cut short
+        self.stored = sum(map(len, self.buckets.values()))
+
+    def _drop_empty_buckets(self) -> None:
+        """Remove every empty bucket, in O(L)."""
+        for key in [key for key, bucket in self.buckets.items() if not bucket]:
+            del self.buckets[key]
+        self._rebuild_levels()
+
+    def _rebuild_levels(self) -> None:
+        self.levels = list(self.buckets)
+        heapq.heapify(self.levels)
+        if self.top is not None:
+            self.top = [-key for key in self.levels]
+            heapq.heapify(self.top)
+        self.hollow = 0
 
     def _live_in_order(self) -> list[Entry]:
         return [entry for key in sorted(self.levels) for entry in self.buckets[key] if entry.queued]
@@ -321,8 +386,7 @@ class TaskQueue(QueueBase):
                 self.buckets[key] = live
             else:
                 del self.buckets[key]
-        self.levels = list(self.buckets)
-        heapq.heapify(self.levels)
+        self._rebuild_levels()
 
     def _check_order(self) -> list[Entry]:
         levels = self.levels
@@ -330,7 +394,16 @@ class TaskQueue(QueueBase):
             assert levels[(i - 1) // 2] <= levels[i], f"level heap broken at {i}"
         assert sorted(levels) == sorted(self.buckets), "levels differ from buckets"
         assert len(set(levels)) == len(levels), "a level is listed twice"
-        assert sum(not bucket for bucket in self.buckets.values()) <= 1, "empty buckets pile up"
+        empty = sum(not bucket for bucket in self.buckets.values())
+        assert empty <= self.hollow + 1, "empty buckets pile up"
+        if self.top is not None:
+            top = self.top
+            for i in range(1, len(top)):
+                assert top[(i - 1) // 2] <= top[i], f"worst-level heap broken at {i}"
+            listed = {-key for key in top}
+            # A level emptied by worst() may have left ``top``; every other must be in it.
+            missing = [k for k in levels if k not in listed and self.buckets[k]]
+            assert not missing, "a level with tasks is missing from the worst-level heap"
         assert self.stored == sum(map(len, self.buckets.values())), "stored count is off"
         live = []
         for key, bucket in self.buckets.items():
@@ -347,7 +420,7 @@ class HeapQueue(QueueBase):
     def _heap_seqs(self) -> list[int]:
         return [item[1] for item in self.heap]
 
-    def __init__(self, track_worst: bool = False) -> None:
+    def __init__(self, track_worst: bool = True) -> None:
         super().__init__()
         self.heap: list[tuple[Number, int, Entry]] = []
         # With eviction, a second heap finds the worst entry in O(log n) instead of O(n).
@@ -379,12 +452,14 @@ class HeapQueue(QueueBase):
             heapq.heapify(self.worst_heap)
 
     def worst(self) -> Optional[Entry]:
-        if self.worst_heap is None:
-            live = [item for item in self.heap if item[2].queued]
-            return max(live)[2] if live else None
+        """The live entry that would run last, or None: O(log n) amortised, with eviction."""
+        assert self.worst_heap is not None, "worst() needs a queue made with track_worst=True"
         while self.worst_heap and not self.worst_heap[0][2].queued:
             heapq.heappop(self.worst_heap)
         return self.worst_heap[0][2] if self.worst_heap else None
+
+    def _recount(self) -> None:
+        self.stored = len(self.heap)
 
     def _live_in_order(self) -> list[Entry]:
         return [item[2] for item in sorted(self.heap) if item[2].queued]

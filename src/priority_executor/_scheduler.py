@@ -21,15 +21,36 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Protocol, Union
 
 from . import _process
-from ._claim import LOGGER, acquire_politely, claim, guard_callbacks, log_clock_failure, run
+from ._callbacks import CallbackRunner
+from ._claim import (
+    LOGGER,
+    cancel_all,
+    claim,
+    guard_callbacks,
+    log_clock_failure,
+    run,
+    run_callbacks_guarded,
+    wait_politely,
+)
 from ._context import fresh_thread
+from ._futures import has_callbacks_beyond
 from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
 from ._stats import ExecutorStatistics, QueueFullError
 from ._timer import CLOCK_RETRY, MAX_SLEEP, DeadlineTimer
+
+
+class Gate(Protocol):
+    """A view's open/closed state, read under the pool's lock by the submits made through it."""
+
+    closed: bool
+
+
+#: A worker's outcome for a task it found expired: it was cancelled, not run.
+SETTLED = "settled"
 
 #: The standard pool's message for a failed initializer, word for word.
 BROKEN_BY_INITIALIZER = "A thread initializer failed, the thread pool is not usable anymore"
@@ -52,8 +73,8 @@ class Scheduler:
     ) -> None:
         # The lock, and what it guards:
         # - guarded: queue (and every queued Entry), idle, wakes, threads, starting,
-        #   arriving, running, paused, shutdown, stopping, broken, the counts, blocked,
-        #   joiners, and the timer's state;
+        #   arriving, newest, running, settling, paused, shutdown, stopping, broken, the
+        #   counts, blocked, joiners, the timer's state and the callback runner's;
         # - fixed after construction: max_workers, thread_name_prefix, initializer, initargs,
         #   clock, broken_type, ageing, max_queued, when_full.
         # Lock order: this lock may be held while a Future's own lock is taken (only to read
@@ -64,8 +85,10 @@ class Scheduler:
         # logging handler. Work that calls them is collected under the lock and done after.
         # The one exception is the clock, read under the lock so that one reading decides
         # each deadline race; it must be a plain function of time, like time.monotonic.
+        # It is only ever taken by a ``with`` statement, so that no asynchronous exception
+        # (a signal handler's) can leave it held.
         self.lock = threading.Lock()
-        # Threads yielding the GIL until the lock is free (see acquire_politely); a worker
+        # Threads yielding the GIL until the lock is free (see wait_politely); a worker
         # that releases the lock while one waits yields too, so that it gets in promptly.
         # A hint read without the lock: set operations are atomic with or without the GIL.
         self.spinners: set[int] = set()
@@ -95,7 +118,12 @@ class Scheduler:
         self.threads: set[threading.Thread] = set()  # started workers, as the standard pool's
         self.starting: set[threading.Thread] = set()  # counted in, started after unlocking
         self.arriving = 0  # threads counted in that have not yet reached their loop
+        self.newest: Optional[threading.Thread] = None  # the last worker counted in
         self.running = 0  # tasks taken by a worker whose outcome is not yet counted
+        # Tasks taken out of the queue without running (expired, evicted, cancelled by
+        # shutdown) whose futures are not yet settled, callbacks included: join() waits for
+        # them as for running tasks.
+        self.settling = 0
         self.paused = False
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
@@ -104,14 +132,16 @@ class Scheduler:
         self.blocked = 0  # submits waiting on ``room``
         self.joiners = 0  # join() calls waiting on ``quiet``
         self.timer = DeadlineTimer(self)
+        self.callbacks = CallbackRunner(self, thread_name_prefix)
         self.owner: Optional[weakref.ReferenceType[Any]] = None  # set by the executor
         self.on_done = self._on_done  # one bound method for every future's done-callback
         _process.register(self)
 
     def _new_queue(self) -> QueueBase:
+        evicts = self.max_queued is not None and self.when_full == "evict"
         if self.ageing is None:
-            return TaskQueue()
-        return HeapQueue(track_worst=self.max_queued is not None and self.when_full == "evict")
+            return TaskQueue(track_worst=evicts)
+        return HeapQueue(track_worst=evicts)
 
     # -- submitting ------------------------------------------------------------------------
 
@@ -122,18 +152,22 @@ class Scheduler:
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
+        gate: Optional[Gate] = None,
     ) -> Future[Any]:
-        """Queue a task whose arguments the executor has already checked."""
+        """Queue a task whose arguments the executor has already checked.
+
+        ``gate`` is the view submitting it, if any: once the view is closed, the submit is
+        refused as after shutdown, also while it waits for room.
+        """
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
         expired, evicted, thread = False, None, None
-        lock = self.lock
-        if not lock.acquire(False):
-            acquire_politely(lock, self.spinners)
-        try:
-            self._check_accepting_locked()
+        if self.lock.locked():
+            wait_politely(self.lock, self.spinners)
+        with self.lock:
+            self._check_accepting_locked(gate)
             if timeout is None and self.ageing is None:
                 key = sort_key(priority)
             else:
@@ -148,26 +182,82 @@ class Scheduler:
                     # timeout=0: the task may not wait at all, and any hand-off waits.
                     expired = is_due(entry.deadline, now)
             if not expired and self.max_queued is not None and len(self.queue) >= self.max_queued:
-                evicted, expired = self._make_room_locked(entry, key)
+                evicted, expired = self._make_room_locked(entry, key, gate)
             if not expired and self.timer.needs_signal_locked(entry.deadline):
                 self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-            self.counts["submitted"] += 1
-            if expired:
-                self.counts["expired"] += 1
-            else:
-                if evicted is not None:
-                    self.queue.remove(evicted)
-                    self.counts["cancelled"] += 1
-                thread = self._queue_locked(entry, key)
-        finally:
-            lock.release()
+            # Nothing has changed so far. What follows changes the pool's state; if an
+            # asynchronous exception interrupts it, _undo_submit_locked rolls it all back.
+            before = self._snapshot_locked()
+            try:
+                if expired:
+                    self.counts["expired"] += 1
+                    self.settling += 1
+                else:
+                    if evicted is not None:
+                        self.queue.remove(evicted)
+                        self.counts["cancelled"] += 1
+                        self.settling += 1
+                    thread = self._queue_locked(entry, key)
+                self.counts["submitted"] += 1
+            except BaseException:
+                self._undo_submit_locked(before, entry, evicted)
+                raise
+        try:
             if thread is not None:
                 self._start_worker(thread, entry)
-        if evicted is not None:
-            claim(evicted.take()[0], cancel=True)
-        if expired:
-            claim(future, cancel=True)
+        finally:
+            if evicted is not None:
+                self._settle_one(evicted.detach())
+            if expired:
+                self._settle_one(future)
         return future
+
+    def _snapshot_locked(self) -> tuple[Any, ...]:
+        """What a submit changes, for :meth:`_undo_submit_locked`."""
+        counts = self.counts
+        return (
+            counts["submitted"],
+            counts["expired"],
+            counts["cancelled"],
+            self.settling,
+            self.wakes,
+            len(self.idle),
+            self.arriving,
+            self.newest,
+        )
+
+    def _undo_submit_locked(
+        self, before: tuple[Any, ...], entry: Entry, evicted: Optional[Entry]
+    ) -> None:
+        """Roll back a submit interrupted part-way (O(n)): as if it had never been called."""
+        submitted, expired, cancelled, self.settling, wakes, idle, arriving, newest = before
+        self.counts["submitted"] = submitted
+        self.counts["expired"] = expired
+        self.counts["cancelled"] = cancelled
+        self.queue.repair(entry)
+        if evicted is not None and not evicted.queued:
+            self.queue.push(evicted, evicted.key)
+        if self.newest is not newest:  # a worker was counted in: write it off
+            assert self.newest is not None
+            self.starting.discard(self.newest)
+            self.arriving = arriving
+            self.newest = newest
+        # A worker woken for the entry finds nothing and parks again; a wake-up counted
+        # with no worker released would keep every later one from being given.
+        self.wakes -= max(0, (self.wakes - wakes) - (idle - len(self.idle)))
+
+    def _settle_one(self, future: Future[Any]) -> None:
+        """Cancel a future that left the queue unrun, with its callbacks; then count it settled."""
+        try:
+            claim(future, cancel=True)
+        finally:
+            with self.lock:
+                self.settled_locked(1)
+
+    def settled_locked(self, count: int) -> None:
+        """``count`` futures taken from the queue unrun are settled, callbacks included."""
+        self.settling -= count
+        self._after_shrink_locked()
 
     def _queue_locked(self, entry: Entry, key: Number) -> Optional[threading.Thread]:
         """Push ``entry`` and get a worker to it; return a new worker for the caller to start.
@@ -205,7 +295,7 @@ class Scheduler:
             and self.workers_locked() < self.max_workers
         )
 
-    def _check_accepting_locked(self) -> None:
+    def _check_accepting_locked(self, gate: Optional[Gate] = None) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued."""
         if self.broken:
             self.counts["rejected"] += 1
@@ -216,8 +306,13 @@ class Scheduler:
         if _process.exiting:
             self.counts["rejected"] += 1
             raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+        if gate is not None and gate.closed:
+            self.counts["rejected"] += 1
+            raise RuntimeError("cannot schedule new futures after shutdown")
 
-    def _make_room_locked(self, entry: Entry, key: Number) -> tuple[Optional[Entry], bool]:
+    def _make_room_locked(
+        self, entry: Entry, key: Number, gate: Optional[Gate]
+    ) -> tuple[Optional[Entry], bool]:
         """Apply ``when_full``: ``max_queued`` tasks wait already.
 
         Returns:
@@ -239,8 +334,7 @@ class Scheduler:
         if self.when_full != "block":
             self.counts["rejected"] += 1
             raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
-        me = threading.current_thread()
-        if me in self.threads or me is self.timer.thread:
+        if self._is_own_thread_locked(threading.current_thread()):
             # A task that waited for room could wait for itself: if every worker did, no
             # task would ever leave the queue.
             self.counts["rejected"] += 1
@@ -263,7 +357,7 @@ class Scheduler:
                 if len(queue) < self.max_queued:
                     return None, False
                 self.room.wait(left)
-                self._check_accepting_locked()
+                self._check_accepting_locked(gate)
         finally:
             self.blocked -= 1
 
@@ -271,6 +365,7 @@ class Scheduler:
         """Count a new worker in; the caller starts it with ``_start_worker`` after unlocking."""
         index = len(self.threads) + len(self.starting)
         thread = fresh_thread(f"{self.thread_name_prefix}_{index}", self._work)
+        self.newest = thread  # first: an interrupted submit finds what it counted in here
         self.starting.add(thread)
         self.arriving += 1
         return thread
@@ -294,11 +389,17 @@ class Scheduler:
                     self.arriving -= 1
                     self.quiet.notify_all()  # join_threads() waits for no thread to be starting
                 stranded = not self.threads and not self.starting
-                if stranded and entry is not None and self.queue.find(entry.future) is entry:
+                undone = stranded and entry is not None and self.queue.find(entry.future) is entry
+                if undone:
+                    assert entry is not None
                     self.queue.remove(entry)
                     self.counts["submitted"] -= 1
+                    self._after_shrink_locked()  # room for a blocked submit, or join() wakes
                 elif not stranded and isinstance(exc, Exception):
                     return
+            if undone:
+                assert entry is not None
+                entry.detach()  # its tombstone holds nothing of the task
             raise
         with self.lock:
             if thread in self.starting:  # it may have registered itself already
@@ -340,7 +441,7 @@ class Scheduler:
             self.queue.remove(entry)
             self.counts["cancelled" if cancelled else "completed"] += 1
             self._after_shrink_locked()
-        entry.take()  # its tombstone may stay in the queue a while; let it hold nothing
+        entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
         if cancelled:
             claim(future, cancel=False)
         # Otherwise someone set a result on a queued future by hand; it is done, so dropping
@@ -350,8 +451,12 @@ class Scheduler:
         """Wake who waits for the queue to shrink: blocked submits, and join() once quiet."""
         if self.blocked:
             self.room.notify(self.blocked)
-        if self.joiners and not self.running and not self.queue:
+        if self.joiners and self._quiet_locked():
             self.quiet.notify_all()
+
+    def _quiet_locked(self) -> bool:
+        """Nothing queued, running or being settled: what join() waits for."""
+        return not self.queue and not self.running and not self.settling
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -381,19 +486,24 @@ class Scheduler:
         lock, queue, idle, counts = self.lock, self.queue, self.idle, self.counts
         spinners = self.spinners
         pop = queue.pop
-        outcome: Optional[str] = None  # of the task this worker ran last, not yet counted
+        # The outcome of the task this worker took last, not yet counted: COMPLETED, FAILED
+        # or CANCELLED for one it claimed, SETTLED for one it found expired and cancelled.
+        outcome: Optional[str] = None
         yielded = False  # found the queue empty and yielded once since its last task
         while True:
             expired: Union[bool, Exception] = False
-            if not lock.acquire(False):
-                acquire_politely(lock, spinners)
-            try:
+            if lock.locked():
+                wait_politely(lock, spinners)
+            with lock:
                 if woken:
                     self.wakes -= 1
                     woken = False
                 if outcome is not None:
-                    self.running -= 1
-                    counts[outcome] += 1
+                    if outcome is SETTLED:
+                        self.settling -= 1
+                    else:
+                        self.running -= 1
+                        counts[outcome] += 1
                     outcome = None
                     if self.joiners:
                         self._after_shrink_locked()
@@ -415,10 +525,10 @@ class Scheduler:
                 else:
                     if entry.deadline is not None:
                         expired = self._expired_locked(entry)
-                    if expired is not True:
+                    if expired is True:
+                        self.settling += 1
+                    else:
                         self.running += 1
-            finally:
-                lock.release()
             if spinners:
                 time.sleep(0)  # let a thread that yielded for the lock have it, and the GIL
             if entry is None:
@@ -429,14 +539,16 @@ class Scheduler:
                     time.sleep(0)
                     yielded = True
             elif expired is True:
-                claim(entry.take()[0], cancel=True)
+                claim(entry.detach(), cancel=True)
+                outcome = SETTLED
             else:
                 if expired:  # the clock raised: the task runs, and the error is logged
                     log_clock_failure(expired)
                 yielded = False
-                outcome = run(entry.future, entry.fn, entry.args, entry.kwargs)
-                if entry.deadline is not None:
-                    entry.take()  # a tombstone of it may stay in the deadline heap
+                fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+                # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
+                outcome = run(entry.detach(), fn, args, kwargs)
+                del fn, args, kwargs
             entry = None  # nothing of the task stays referenced while this worker sleeps
 
     def _expired_locked(self, entry: Entry) -> Union[bool, Exception]:
@@ -461,14 +573,21 @@ class Scheduler:
                 return
             self.broken = BROKEN_BY_INITIALIZER
             drained = self.queue.drain()
-            self.counts["failed"] += len(drained)
-            self._after_shrink_locked()
-        for entry in drained:
-            future = entry.take()[0]
-            if claim(future, cancel=False):
-                guard_callbacks(
-                    future, future.set_exception, self.broken_type(BROKEN_BY_INITIALIZER)
-                )
+            self.settling += len(drained)
+        failed = 0
+        try:
+            for entry in drained:
+                future = entry.detach()
+                if claim(future, cancel=False):  # False: its user cancelled it meanwhile
+                    failed += 1
+                    guard_callbacks(
+                        future, future.set_exception, self.broken_type(BROKEN_BY_INITIALIZER)
+                    )
+        finally:
+            with self.lock:
+                self.counts["failed"] += failed
+                self.counts["cancelled"] += len(drained) - failed
+                self.settled_locked(len(drained))
 
     # -- deadlines -------------------------------------------------------------------------
 
@@ -489,8 +608,47 @@ class Scheduler:
         due = self.queue.pop_due(now)
         if due:
             self.counts["expired"] += len(due)
+            self.settling += len(due)
             self._after_shrink_locked()
         return due
+
+    def settle_expired(self, due: list[Entry]) -> None:
+        """Settle what ``pop_due_locked`` returned, without running any callback here.
+
+        Called by the timer with no lock held. Every future is cancelled and its waiters
+        woken at once; done-callbacks beyond the pool's own go to the callback threads, so
+        that no callback can make the timer late for the next deadline.
+        """
+        owed = cancel_all([entry.detach() for entry in due])
+        owed = [future for future in owed if has_callbacks_beyond(future, 1)]
+        thread = None
+        with self.lock:
+            self.settled_locked(len(due) - len(owed))
+            if owed:
+                thread = self.callbacks.add_locked(owed)
+        if thread is not None:
+            self._start_callback_thread(thread)
+
+    def _start_callback_thread(self, thread: threading.Thread) -> None:
+        try:
+            thread.start()
+        except BaseException:
+            # No thread for the callbacks: run them here, late rather than never.
+            with self.lock:
+                left = self.callbacks.forget_locked(thread)
+            try:
+                for future in left:
+                    run_callbacks_guarded(future)
+            finally:
+                with self.lock:
+                    self.settled_locked(len(left))
+            raise
+
+    def wake_blocked(self) -> None:
+        """Make submits blocked on a full queue re-check whether they may still queue."""
+        with self.lock:
+            if self.blocked:
+                self.room.notify_all()
 
     def wake_timer(self) -> None:
         """Make the timer re-read the clock now (tests call this after moving a fake clock)."""
@@ -503,7 +661,9 @@ class Scheduler:
         """Move a queued task to ``priority``; False if it is not queued in this pool."""
         with self.lock:
             entry = self.queue.find(future)
-            if entry is None:
+            # A future its user has just cancelled stays queued until the cancel hook, which
+            # runs after cancel() returns, removes it: it has not moved.
+            if entry is None or future.done():
                 return False
             if self.ageing is None:
                 key = sort_key(priority)
@@ -530,23 +690,36 @@ class Scheduler:
         return len(self.threads) + len(self.starting)
 
     def is_own_thread(self) -> bool:
-        """True when called from one of this pool's workers or from its timer."""
-        current = threading.current_thread()
+        """True when called from one of this pool's threads (see _is_own_thread_locked)."""
         with self.lock:
-            return (
-                current in self.threads or current in self.starting or current is self.timer.thread
-            )
+            return self._is_own_thread_locked(threading.current_thread())
+
+    def _is_own_thread_locked(self, thread: threading.Thread) -> bool:
+        """A worker (also while its initializer runs), the timer, or a callback thread."""
+        return (
+            thread in self.threads
+            or thread in self.starting
+            or thread is self.timer.thread
+            or self.callbacks.owns_locked(thread)
+        )
 
     def wait_quiet(self, timeout: Optional[float]) -> bool:
-        """Block until nothing is queued or running; False if ``timeout`` passed first."""
+        """Block until nothing is queued, running or being settled; False on ``timeout``."""
         if self.is_own_thread():
             raise RuntimeError(
                 "cannot join() from one of the pool's own threads: it would wait for itself"
             )
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self.lock:
             self.joiners += 1
             try:
-                return self.quiet.wait_for(lambda: not self.queue and not self.running, timeout)
+                while not self._quiet_locked():
+                    # Lock timeouts overflow past threading.TIMEOUT_MAX: wait in slices.
+                    left = MAX_SLEEP if deadline is None else deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self.quiet.wait(min(left, MAX_SLEEP))
+                return True
             finally:
                 self.joiners -= 1
 
@@ -589,6 +762,7 @@ class Scheduler:
             self.paused = False
             drained = self.queue.drain() if cancel_futures else []
             self.counts["cancelled"] += len(drained)
+            self.settling += len(drained)
             parks = self.idle[:]
             self.idle.clear()  # in place: workers hold this list
             self.wakes += len(parks)
@@ -598,8 +772,7 @@ class Scheduler:
             self._after_shrink_locked()
         for park in parks:
             park.release()
-        for entry in drained:
-            claim(entry.take()[0], cancel=True)
+        self._cancel_drained(drained)
         for thread in threads:
             try:
                 self._start_worker(thread)
@@ -614,10 +787,21 @@ class Scheduler:
                 return
             drained = self.queue.drain()
             self.counts["cancelled"] += len(drained)
+            self.settling += len(drained)
             self._after_shrink_locked()
         LOGGER.critical("no worker thread could start: %d queued tasks cancelled", len(drained))
-        for entry in drained:
-            claim(entry.take()[0], cancel=True)
+        self._cancel_drained(drained)
+
+    def _cancel_drained(self, drained: list[Entry]) -> None:
+        """Cancel drained entries: every future settled first, then their callbacks."""
+        if not drained:
+            return
+        try:
+            for future in cancel_all([entry.detach() for entry in drained]):
+                run_callbacks_guarded(future)
+        finally:
+            with self.lock:
+                self.settled_locked(len(drained))
 
     def join_threads(self) -> None:
         """Wait for every thread of the pool to exit; from one of them, return at once.
@@ -635,6 +819,12 @@ class Scheduler:
         for thread in threads:
             thread.join()
         self.timer.join()
+        # The timer may have handed callbacks on until it exited; those threads end once
+        # the callbacks are run.
+        with self.lock:
+            callback_threads = list(self.callbacks.threads)
+        for thread in callback_threads:
+            thread.join()
 
     def check_invariants(self) -> None:
         """Check the queue's and the scheduler's invariants in O(n); for tests only."""
@@ -643,6 +833,8 @@ class Scheduler:
             assert self.wakes >= 0, "more wake-ups consumed than given"
             assert 0 <= self.arriving <= self.workers_locked(), "arriving count is off"
             assert self.running >= 0, "more tasks finished than started"
+            assert self.settling >= 0, "more futures settled than taken out"
+            assert self.callbacks.busy <= len(self.callbacks.threads), "callback count is off"
             assert len(self.idle) <= self.workers_locked(), "more idle workers than threads"
             assert self.workers_locked() <= self.max_workers, "more threads than max_workers"
             assert not self.threads & self.starting, "a thread both started and starting"
@@ -659,7 +851,8 @@ class Scheduler:
             counts = self.counts
             left = ("completed", "failed", "cancelled", "expired", "taken")  # taken: _work_queue
             settled = sum(counts[k] for k in left)
-            assert counts["submitted"] == settled + len(self.queue) + self.running, "lost task"
+            in_flight = len(self.queue) + self.running + self.settling
+            assert counts["submitted"] == settled + in_flight, "lost task"
 
     def after_fork_in_child(self) -> None:
         """Make a pool inherited across ``fork()`` refuse work instead of hanging on it.
@@ -676,7 +869,10 @@ class Scheduler:
         self.threads.clear()
         self.starting.clear()
         self.wakes = self.arriving = self.running = self.blocked = self.joiners = 0
+        self.settling = 0
+        self.newest = None
         self.timer = DeadlineTimer(self)
+        self.callbacks = CallbackRunner(self, self.thread_name_prefix)
         if used:
             # Its queue may have been caught mid-update: drop it. Its futures never settle
             # in the child, as with the standard pool, but join() and shutdown() return.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Optional
 
-from ._claim import claim, log_clock_failure
+from ._claim import log_clock_failure
 from ._context import fresh_thread
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ class DeadlineTimer:
                 self.target = deadline
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
                 done = deadline is None and scheduler.stopping
-            for entry in due:
-                claim(entry.take()[0], cancel=True)
+            if due:
+                scheduler.settle_expired(due)  # runs no callback on this thread
             del due
             if isinstance(now, Exception):
                 log_clock_failure(now)

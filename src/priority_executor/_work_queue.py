@@ -38,7 +38,7 @@ import queue
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._claim import claim, log_clock_failure, run
+from ._claim import log_clock_failure, run
 from ._context import InContext
 from ._policy import describe
 
@@ -112,7 +112,8 @@ class WorkQueue:
         entry = self._take()
         if entry is None:
             raise queue.Empty
-        future, fn, args, kwargs = entry.take()
+        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        future = entry.detach()  # a tombstone of it may stay in a heap: it holds nothing
         context = None
         if isinstance(fn, InContext):
             context, fn = fn.context, fn.fn
@@ -141,8 +142,7 @@ class WorkQueue:
     def _take(self) -> Optional[Entry]:
         """Pop the best live entry under the lock, settling the expired and cancelled on the way."""
         scheduler = self._scheduler
-        expired: list[Entry] = []
-        cancelled: list[Entry] = []
+        unrun: list[Entry] = []  # expired, or cancelled by their users just now
         clock_error: Optional[Exception] = None
         with scheduler.lock:
             while True:
@@ -151,23 +151,23 @@ class WorkQueue:
                     break
                 if entry.future.cancelled():  # cancelled just now; its hook has not run yet
                     scheduler.counts["cancelled"] += 1
-                    cancelled.append(entry)
+                    scheduler.settling += 1
+                    unrun.append(entry)
                     continue
                 if entry.deadline is not None:
                     verdict = scheduler._expired_locked(entry)  # counts it if expired
                     if verdict is True:
-                        expired.append(entry)
+                        scheduler.settling += 1
+                        unrun.append(entry)
                         continue
                     if verdict is not False:
                         clock_error = verdict  # the clock raised: the task is taken anyway
                 scheduler.counts["taken"] += 1
                 break
-            if expired or cancelled or entry is not None:
+            if unrun or entry is not None:
                 scheduler._after_shrink_locked()
         if clock_error is not None:
             log_clock_failure(clock_error)
-        for gone in expired:
-            claim(gone.take()[0], cancel=True)
-        for gone in cancelled:
-            claim(gone.take()[0], cancel=False)
+        for gone in unrun:
+            scheduler._settle_one(gone.detach())  # cancels it, wakes its waiters, counts it
         return entry

@@ -1,0 +1,78 @@
+"""The one module that touches ``concurrent.futures.Future``'s private internals.
+
+Why: ``Future.cancel()`` changes the state, wakes ``result()`` and then runs every
+done-callback, all in one call. When the pool settles many futures at once (the deadline
+timer expiring what is due, ``shutdown(cancel_futures=True)``), one slow or stuck callback
+would then hold up every future settled after it, and the timer's next deadlines. So the pool
+settles in two phases: :func:`cancel_quietly` first makes each future cancelled and wakes its
+waiters (no user code runs), and only then :func:`run_callbacks` runs each one's callbacks.
+
+What it relies on, unchanged from Python 3.9 to 3.14: ``Future._condition`` (the future's
+Condition), ``Future._state`` (the strings of ``concurrent.futures._base``),
+``Future._done_callbacks`` (a list) and ``Future._invoke_callbacks()``. ``tests/test_futures.py``
+checks each of them on every supported Python. If a future Python changes them,
+:data:`TWO_PHASE` turns False at import and the pool falls back to the public ``cancel()``,
+which is correct but runs each future's callbacks as it is cancelled; then adapt this module.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from concurrent.futures import _base as futures_base
+from typing import Any
+
+
+def _has_internals() -> bool:
+    probe: Future[None] = Future()
+    return (
+        hasattr(probe, "_condition")
+        and getattr(probe, "_state", None) == getattr(futures_base, "PENDING", None)
+        and isinstance(getattr(probe, "_done_callbacks", None), list)
+        and callable(getattr(probe, "_invoke_callbacks", None))
+        and hasattr(futures_base, "CANCELLED")
+    )
+
+
+#: Whether this Python's Future has the internals the two-phase settling relies on.
+TWO_PHASE = _has_internals()
+
+_PENDING = getattr(futures_base, "PENDING", "PENDING")
+_CANCELLED = getattr(futures_base, "CANCELLED", "CANCELLED")
+
+
+def cancel_quietly(future: Future[Any]) -> bool:
+    """Cancel a pending future as ``cancel()`` does, but leave its done-callbacks to the caller.
+
+    Wakes the threads blocked in ``result()`` or ``exception()``; ``wait()`` and
+    ``as_completed()`` wake at the claim that follows. Runs no user code.
+
+    Returns:
+        True if this call cancelled the future: the caller owes it :func:`run_callbacks`.
+        False if it was not pending (a user's ``cancel()`` won and runs them itself).
+    """
+    if not TWO_PHASE:
+        future.cancel()  # the callbacks run here, inline
+        return False
+    condition = future._condition
+    with condition:
+        if future._state != _PENDING:
+            return False
+        future._state = _CANCELLED
+        condition.notify_all()
+    return True
+
+
+def has_callbacks_beyond(future: Future[Any], own: int) -> bool:
+    """True if ``future`` has more done-callbacks than the ``own`` the pool added itself."""
+    if not TWO_PHASE:
+        return True
+    return len(future._done_callbacks) > own  # type: ignore[attr-defined]
+
+
+def run_callbacks(future: Future[Any]) -> None:
+    """Run the done-callbacks of a future that :func:`cancel_quietly` cancelled.
+
+    Each callback's ``Exception`` is logged and swallowed by ``Future``, as always; the
+    caller guards against a ``BaseException`` escaping.
+    """
+    future._invoke_callbacks()  # type: ignore[attr-defined]
