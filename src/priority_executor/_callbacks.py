@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Optional, Protocol
 
 from ._claim import run_callbacks_guarded
+from ._context import fresh_thread
 
 
 class CallbackSink(Protocol):
@@ -46,7 +47,7 @@ class CallbackRunner:
         self.pending.extend(futures)
         if len(self.threads) > self.busy:
             return None  # a thread between two callbacks takes them
-        thread = threading.Thread(name=f"{self.name}_callbacks_{self.started}", target=self._loop)
+        thread = fresh_thread(f"{self.name}_callbacks_{self.started}", self._loop)
         self.started += 1
         self.threads.add(thread)
         return thread

@@ -10,6 +10,7 @@ the executor, so a pool dropped without ``shutdown()`` is collected and its thre
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import threading
@@ -21,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
+from ._context import InContext
 from ._map import map_results
 from ._options import PoolView
 from ._policy import (
@@ -37,6 +39,7 @@ from ._policy import (
 )
 from ._scheduler import Gate, Scheduler
 from ._stats import ExecutorStatistics
+from ._work_queue import WorkQueue
 
 T = TypeVar("T")
 
@@ -61,10 +64,16 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             the pool is broken: pending and later submissions get ``BrokenThreadPool``.
         initargs: arguments for ``initializer``.
         clock: the clock of queue deadlines, seconds as a float; default ``time.monotonic``.
+        copy_context: run each task in a copy of its submitter's ``contextvars`` context,
+            taken at ``submit``, as ``asyncio.to_thread`` does (tracing spans, request-scoped
+            values); what a task sets then stays in its copy. Default False: the standard
+            pool's semantics, where tasks run in their worker thread's own context, which
+            starts empty and keeps what the initializer and earlier tasks set.
 
     Raises:
         ValueError: ``max_workers`` is not greater than 0.
-        TypeError: ``initializer`` or ``clock`` is not callable.
+        TypeError: ``initializer`` or ``clock`` is not callable, or ``copy_context`` is not
+            a bool.
     """
 
     #: What a broken pool raises; a subclass may change it, as on Python 3.14.
@@ -83,6 +92,7 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         ageing: Optional[float] = None,
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
+        copy_context: bool = False,
     ) -> None:
         # The base class's __init__ is deliberately not called: it builds a queue, a
         # semaphore and, on 3.14, worker contexts that this class does not use.
@@ -94,6 +104,9 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             raise TypeError("initializer must be a callable")
         if not callable(clock):
             raise TypeError(f"clock must be callable, got {describe(clock)}")
+        if type(copy_context) is not bool:
+            raise TypeError(f"copy_context must be a bool, got {describe(copy_context)}")
+        self._copy_context = copy_context
         self._max_workers = max_workers
         self._thread_name_prefix = (
             thread_name_prefix or f"PriorityThreadPoolExecutor-{self._counter()}"
@@ -112,6 +125,7 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         # Kept by the scheduler, not by self: a weak reference that dies in the same garbage
         # cycle as its referent never calls back.
         self._scheduler.owner = weakref.ref(self, self._scheduler.owner_gone)
+        self._work_queue_reader = WorkQueue(self._scheduler)
 
     # The standard pool's attributes that tests and libraries read, with the same meaning.
 
@@ -119,6 +133,11 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
     def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only
         """The worker threads started so far (a live view; do not modify)."""
         return self._scheduler.threads
+
+    @property
+    def _work_queue(self) -> WorkQueue:  # type: ignore[override]  # not a SimpleQueue
+        """The queued tasks, read as the standard pool's queue is; see ``_work_queue.py``."""
+        return self._work_queue_reader
 
     @property
     def _shutdown(self) -> bool:
@@ -187,6 +206,8 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
             timeout = check_timeout(timeout)
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {describe(fn)}")
+        if self._copy_context:
+            fn = InContext(contextvars.copy_context(), fn)
         return self._scheduler.submit(fn, args, kwargs, priority, timeout)
 
     def _submit(
@@ -201,6 +222,8 @@ class PriorityThreadPoolExecutor(ThreadPoolExecutor):
         """Submit for a view, whose options were checked when it was made."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {describe(fn)}")
+        if self._copy_context:
+            fn = InContext(contextvars.copy_context(), fn)
         return self._scheduler.submit(fn, args, kwargs, priority, timeout, gate)
 
     def options(

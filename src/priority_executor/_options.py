@@ -10,6 +10,15 @@ A view does not own the pool. Its ``shutdown()`` closes the view only: later sub
 through it raise the standard ``RuntimeError``, ``wait=True`` waits for the tasks submitted
 through this view, ``cancel_futures=True`` cancels those of them still queued. The pool, and
 work submitted to it otherwise, carry on.
+
+A view is a :class:`~concurrent.futures.ThreadPoolExecutor` too, as the pool is, so that what
+insists on one accepts it: ``loop.set_default_executor`` (a ``TypeError`` otherwise on 3.11+),
+tornado's ``IOLoop.set_default_executor``, dask's ``pool=`` setting. Like the pool it never
+calls the base class's constructor; the standard pool's attributes that such code reads
+(``_max_workers``, ``_threads``, ``_shutdown``, ``_broken``, ``_thread_name_prefix``) are
+read-only properties that read the pool's. So ``asyncio.run``, closing, calls
+``shutdown(wait=True)`` on a view set as its default executor: the view closes and its tasks
+are waited for, and the pool carries on.
 """
 
 from __future__ import annotations
@@ -17,9 +26,10 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Executor, Future
+from collections.abc import Set as AbstractSet
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union
 
 from ._map import map_results
 from ._policy import Number
@@ -31,8 +41,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class PoolView(Executor):
-    """An :class:`~concurrent.futures.Executor` that submits to a pool with fixed options.
+class PoolView(ThreadPoolExecutor):
+    """A :class:`~concurrent.futures.ThreadPoolExecutor` that submits to a pool with fixed options.
 
     Made by :meth:`PriorityThreadPoolExecutor.options`; safe to use from any thread. It
     queues through the pool's internal submit, not ``pool.submit``: that method keeps the
@@ -42,6 +52,7 @@ class PoolView(Executor):
     def __init__(
         self, pool: PriorityThreadPoolExecutor, priority: Number, timeout: Optional[float]
     ) -> None:
+        # The base class's __init__ is deliberately not called: the view starts no thread.
         self._pool = pool
         self._state = _ViewState(priority, timeout)
 
@@ -54,6 +65,33 @@ class PoolView(Executor):
     def timeout(self) -> Optional[float]:
         """How long, in seconds, each task submitted through this view may wait in the queue."""
         return self._state.timeout
+
+    # The standard pool's attributes, read from the pool; typeshed declares them writable.
+
+    @property
+    def _max_workers(self) -> int:  # type: ignore[override]  # read-only
+        return self._pool._max_workers
+
+    @property
+    def _thread_name_prefix(self) -> Optional[str]:  # type: ignore[override]  # read-only
+        return self._pool._thread_name_prefix
+
+    @property
+    def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only
+        """The pool's worker threads (a live view; do not modify)."""
+        return self._pool._threads
+
+    @property
+    def _shutdown(self) -> bool:  # type: ignore[override]  # read-only
+        """True once this view is closed or its pool shut down: it refuses submissions."""
+        with self._state.lock:
+            if self._state.closed:
+                return True
+        return self._pool._shutdown
+
+    @property
+    def _broken(self) -> Union[Literal[False], str]:  # type: ignore[override]  # bool in typeshed
+        return self._pool._broken
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Submit ``fn(*args, **kwargs)`` to the pool with this view's priority and timeout.

@@ -35,6 +35,7 @@ from ._claim import (
     run_callbacks_guarded,
     wait_politely,
 )
+from ._context import fresh_thread
 from ._futures import cancel_once, has_callbacks_beyond
 from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
@@ -393,7 +394,7 @@ class Scheduler:
     def _new_worker_locked(self) -> None:
         """Count a new worker in; ``_start_unstarted`` starts it after unlocking."""
         index = len(self.threads) + len(self.starting)
-        thread = threading.Thread(name=f"{self.thread_name_prefix}_{index}", target=self._work)
+        thread = fresh_thread(f"{self.thread_name_prefix}_{index}", self._work)
         self.newest = thread  # first: an interrupted submit finds what it counted in here
         self.starting.add(thread)
         self.arriving += 1
@@ -788,6 +789,7 @@ class Scheduler:
                 cancelled=self.counts["cancelled"],
                 expired=self.counts["expired"],
                 rejected=self.counts["rejected"],
+                taken=self.counts["taken"],
             )
 
     # -- stopping --------------------------------------------------------------------------
@@ -819,7 +821,7 @@ class Scheduler:
             self._after_shrink_locked()
         for park in parks:
             park.release()
-        self._cancel_drained(drained)
+        self.settle_unrun(drained)
         try:
             self._start_unstarted()
         except Exception:
@@ -836,10 +838,14 @@ class Scheduler:
             self.settling += len(drained)
             self._after_shrink_locked()
         LOGGER.critical("no worker thread could start: %d queued tasks cancelled", len(drained))
-        self._cancel_drained(drained)
+        self.settle_unrun(drained)
 
-    def _cancel_drained(self, drained: list[Entry]) -> None:
-        """Cancel drained entries: every future settled first, then their callbacks."""
+    def settle_unrun(self, drained: list[Entry]) -> None:
+        """Cancel entries taken out of the queue unrun and counted in ``settling``.
+
+        Every future is settled first, then their callbacks run, in this thread; call
+        without the lock.
+        """
         if not drained:
             return
         try:
@@ -898,7 +904,8 @@ class Scheduler:
                 assert earliest is not None, "deadline count without a deadline"
                 assert self.timer.target <= earliest, "the timer would sleep past a deadline"
             counts = self.counts
-            settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
+            left = ("completed", "failed", "cancelled", "expired", "taken")  # taken: _work_queue
+            settled = sum(counts[k] for k in left)
             in_flight = len(self.queue) + self.running + self.undecided
             assert counts["submitted"] == settled + in_flight, "lost task"
 
@@ -944,8 +951,6 @@ class Scheduler:
             return
         # If the interpreter is exiting, no thread can start; its exit hook stops every pool.
         with contextlib.suppress(RuntimeError):
-            threading.Thread(
-                name=f"{self.thread_name_prefix}_stop",
-                target=self.stop,
-                kwargs={"shutdown": False, "cancel_futures": False},
+            fresh_thread(
+                f"{self.thread_name_prefix}_stop", self.stop, shutdown=False, cancel_futures=False
             ).start()

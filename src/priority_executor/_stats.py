@@ -22,7 +22,9 @@ class ExecutorStatistics:
     ``rejected`` ones refused (shut down, broken, or queue full). Each accepted task ends up
     in exactly one of ``queued``, ``running``, ``completed`` (returned), ``failed`` (raised,
     or failed by a broken pool), ``cancelled`` (by its user, by ``shutdown(cancel_futures=
-    True)`` or by eviction) and ``expired`` (its queue deadline passed).
+    True)`` or by eviction), ``expired`` (its queue deadline passed) and ``taken`` (taken
+    out of the pool through ``_work_queue.get()``: the pool will never run it, whoever holds
+    it may).
     """
 
     queued: int
@@ -37,3 +39,4 @@ class ExecutorStatistics:
     cancelled: int
     expired: int
     rejected: int
+    taken: int = 0

@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Optional
 
 from ._claim import log_clock_failure
+from ._context import fresh_thread
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -45,9 +46,7 @@ class DeadlineTimer:
     def signal_locked(self, deadline: Optional[float]) -> None:
         """Make the timer wake and re-read the queue; start it if it has not started."""
         if self.thread is None:
-            thread = threading.Thread(
-                name=f"{self.scheduler.thread_name_prefix}_timer", target=self._loop
-            )
+            thread = fresh_thread(f"{self.scheduler.thread_name_prefix}_timer", self._loop)
             self.thread = thread  # first, so that a started timer is never lost track of
             try:
                 thread.start()

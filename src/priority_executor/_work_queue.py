@@ -1,0 +1,172 @@
+"""``pool._work_queue``: the standard pool's private queue, for the code that reaches into it.
+
+The standard pool keeps its waiting tasks in ``_work_queue``, a ``queue.SimpleQueue`` of work
+items, and real code reads it: google-cloud-pubsub's ``ThreadScheduler.shutdown()`` drains it
+with ``get(block=False)`` until ``queue.Empty`` to nack the messages that never ran (their
+message is the task's first argument), and monitoring or backpressure code reads
+``qsize()``. This pool keeps its tasks in a priority queue under its own lock, so
+``_work_queue`` is a small reader of that queue with the same surface:
+
+* ``qsize()`` and ``empty()``: how many tasks are queued now (running ones are not).
+* ``get(block=False)`` and ``get_nowait()`` take the best queued task out of the pool for
+  good, as the standard pool's next worker would have taken it, and return a work item with
+  the standard attributes (``future``, ``fn``, ``args``, ``kwargs``, and ``task``, which is
+  ``(fn, args, kwargs)`` as on 3.14) and ``run()``. The pool will not run it: it runs only if
+  the caller calls ``run()``; its future stays pending until then, as with the standard
+  pool. Such a task is counted as ``taken`` in the statistics. With nothing queued they
+  raise ``queue.Empty``.
+* ``get()`` with ``block=True`` does not wait for a task to be submitted: waiting would cost
+  a signal on every submit, and the pool's own workers would take a new task first unless
+  every one of them is busy. With nothing queued it raises ``queue.Empty`` at once.
+* ``put(None)``, which some code uses to wake the standard pool's workers, is accepted and
+  does nothing (this pool's workers need no such wake-up); anything else is refused: tasks
+  go in through ``submit``.
+
+Taking a task out follows the pool's rule for every removal: whoever removes an entry from
+the queue, under the pool's lock, is the only one that settles or claims its future. A task
+found past its queue deadline is expired (and its waiters woken), and one whose user just
+cancelled it is unqueued as the cancel hook would; ``get`` then moves on to the next. The
+entry keeps nothing of the task, and blocked submits and ``join()`` are woken, as after any
+other removal.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import queue
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ._claim import log_clock_failure, run
+from ._context import InContext
+from ._policy import describe
+
+if TYPE_CHECKING:
+    from ._queue import Entry
+    from ._scheduler import Scheduler
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class WorkItem:
+    """A task taken out of the pool by ``_work_queue.get()``, shaped as the standard one."""
+
+    __slots__ = ("args", "context", "fn", "future", "kwargs")
+
+    future: Future[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    context: Optional[contextvars.Context]  # the submitter's, with copy_context=True; else None
+
+    @property
+    def task(self) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+        """``(fn, args, kwargs)``, as the standard work item holds it on Python 3.14."""
+        return self.fn, self.args, self.kwargs
+
+    def run(self, ctx: Any = None) -> None:
+        """Claim the future and, unless it was cancelled, run the task and settle the future.
+
+        As the standard work item's ``run``: a cancelled future is only marked notified (its
+        waiters wake); otherwise the result or exception goes to the future. ``ctx``, which
+        the standard 3.14 worker passes, is a worker context whose ``run(task)`` runs it.
+        """
+        fn: Callable[..., Any] = self.fn
+        if self.context is not None:
+            fn = InContext(self.context, fn)
+        if ctx is None:
+            run(self.future, fn, self.args, self.kwargs)
+        else:
+            run(self.future, ctx.run, ((fn, self.args, self.kwargs),), {})
+
+    def __repr__(self) -> str:
+        return f"<WorkItem {self.fn!r} of {self.future!r}>"
+
+
+class WorkQueue:
+    """The reader behind ``pool._work_queue``; see the module docstring. Safe from any thread."""
+
+    __slots__ = ("_scheduler",)
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def qsize(self) -> int:
+        """The number of tasks queued now, not counting running ones."""
+        with self._scheduler.lock:
+            return len(self._scheduler.queue)
+
+    def empty(self) -> bool:
+        """True if no task is queued now."""
+        return not self.qsize()
+
+    def get(self, block: bool = True, timeout: Optional[float] = None) -> WorkItem:
+        """Take the best queued task out of the pool, which will not run it; never waits.
+
+        Raises:
+            queue.Empty: no task is queued.
+            ValueError: ``timeout`` is negative (with ``block``), as for ``queue.Queue``.
+        """
+        if block and timeout is not None and timeout < 0:
+            raise ValueError("'timeout' must be a non-negative number")
+        entry = self._take()
+        if entry is None:
+            raise queue.Empty
+        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        future = entry.detach()  # a tombstone of it may stay in a heap: it holds nothing
+        context = None
+        if isinstance(fn, InContext):
+            context, fn = fn.context, fn.fn
+        return WorkItem(future, fn, args, dict(kwargs), context)
+
+    def get_nowait(self) -> WorkItem:
+        """``get(block=False)``."""
+        return self.get(block=False)
+
+    def put(self, item: object, block: bool = True, timeout: Optional[float] = None) -> None:
+        """Accept ``None``, the standard wake-up, and do nothing; refuse anything else.
+
+        Raises:
+            TypeError: ``item`` is not None.
+        """
+        if item is not None:
+            raise TypeError(
+                "_work_queue.put() takes only None (a wake-up, which this pool's workers"
+                f" do not need), got {describe(item)}; queue tasks with submit()"
+            )
+
+    def put_nowait(self, item: object) -> None:
+        """``put(item, block=False)``."""
+        self.put(item, block=False)
+
+    def _take(self) -> Optional[Entry]:
+        """Pop the best live entry under the lock, settling the expired and cancelled on the way."""
+        scheduler = self._scheduler
+        unrun: list[Entry] = []  # expired, or cancelled by their users just now
+        clock_error: Optional[Exception] = None
+        with scheduler.lock:
+            while True:
+                entry = scheduler.queue.pop()
+                if entry is None:
+                    break
+                if entry.future.cancelled():  # cancelled just now; its hook has not run yet
+                    scheduler.counts["cancelled"] += 1
+                    scheduler.settling += 1
+                    unrun.append(entry)
+                    continue
+                if entry.deadline is not None:
+                    verdict = scheduler._expired_locked(entry)  # counts it if expired
+                    if verdict is True:
+                        scheduler.settling += 1
+                        unrun.append(entry)
+                        continue
+                    if verdict is not False:
+                        clock_error = verdict  # the clock raised: the task is taken anyway
+                scheduler.counts["taken"] += 1
+                break
+            if unrun or entry is not None:
+                scheduler._after_shrink_locked()
+        if clock_error is not None:
+            log_clock_failure(clock_error)
+        scheduler.settle_unrun(unrun)  # cancels them, wakes their waiters, counts them settled
+        return entry
