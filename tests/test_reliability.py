@@ -349,10 +349,11 @@ PACKAGE_DIR = str(__import__("priority_executor").__file__).rsplit("/", 1)[0]
 class Interrupt:
     """A tracer that raises at the ``n``-th event in the package's code, then is unset.
 
-    It skips the line events of ``with`` and ``try:`` lines: from 3.11 on, CPython emits one
-    as a ``with`` block ends normally, before ``__exit__``, and one at a ``try:``'s NOP, where a
-    tracer can raise but a signal handler cannot (the interpreter checks for signals at calls
-    and backward jumps); an exception raised there would skip the ``with``'s release.
+    It skips the line events where a tracer can raise but a signal handler cannot (the
+    interpreter runs handlers after a call returns, at a function's start and at backward
+    jumps, never before a line's first instruction): a ``with`` line (from 3.11 on, CPython
+    emits one as the block ends normally, before ``__exit__``), a ``try:`` (a NOP there), and
+    a ``finally`` clause's ``lock.release()``, which a signal cannot keep from running.
     """
 
     def __init__(self, n: int) -> None:
@@ -365,7 +366,7 @@ class Interrupt:
             return None
         if event == "line":
             text = linecache.getline(code.co_filename, frame.f_lineno).strip()
-            if text.startswith("with ") or text == "try:":
+            if text.startswith("with ") or text == "try:" or text == "lock.release()":
                 return self
         self.n -= 1
         if self.n < 0:

@@ -27,13 +27,13 @@ from . import _process
 from ._callbacks import CallbackRunner
 from ._claim import (
     LOGGER,
+    acquire_politely,
     cancel_all,
     claim,
     guard_callbacks,
     log_clock_failure,
     run,
     run_callbacks_guarded,
-    wait_politely,
 )
 from ._context import fresh_thread
 from ._futures import cancel_once, has_callbacks_beyond
@@ -48,6 +48,9 @@ class Gate(Protocol):
 
     closed: bool
 
+
+#: The counts that statistics() reports.
+COUNT_NAMES = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
 
 #: A worker's outcome for a task it found expired: it was cancelled, not run.
 SETTLED = "settled"
@@ -89,7 +92,7 @@ class Scheduler:
         # It is only ever taken by a ``with`` statement, so that no asynchronous exception
         # (a signal handler's) can leave it held.
         self.lock = threading.Lock()
-        # Threads yielding the GIL until the lock is free (see wait_politely); a worker
+        # Threads yielding the GIL until the lock is free (see acquire_politely); a worker
         # that releases the lock while one waits yields too, so that it gets in promptly.
         # A hint read without the lock: set operations are atomic with or without the GIL.
         self.spinners: set[int] = set()
@@ -135,7 +138,9 @@ class Scheduler:
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the BrokenThreadPool message
-        self.counts: Counter[str] = Counter()  # submitted, completed, failed, ... (statistics)
+        # submitted, completed, failed, ... (statistics); every key present, so that reading
+        # one never calls Counter.__missing__ under the lock.
+        self.counts: Counter[str] = Counter(dict.fromkeys(COUNT_NAMES, 0))
         self.blocked = 0  # submits waiting on ``room``
         self.joiners = 0  # join() calls waiting on ``quiet``
         self.timer = DeadlineTimer(self)
@@ -170,29 +175,17 @@ class Scheduler:
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
-        expired, evicted = False, None
-        if self.lock.locked():
-            wait_politely(self.lock, self.spinners)
-        with self.lock:
-            self._check_accepting_locked(gate)
-            if timeout is None and self.ageing is None:
-                key = sort_key(priority)
-            else:
-                now = entry.queued_at = self.clock()  # if it raises, submit raises
-                key = (
-                    sort_key(priority)
-                    if self.ageing is None
-                    else aged_key(priority, now, self.ageing)
-                )
-                if timeout is not None:
-                    entry.deadline = now + timeout
-                    # timeout=0: the task may not wait at all, and any hand-off waits.
-                    expired = is_due(entry.deadline, now)
-            if not expired and self.max_queued is not None and len(self.queue) >= self.max_queued:
-                evicted, expired = self._make_room_locked(entry, key, gate)
-            if not expired and self.timer.needs_signal_locked(entry.deadline):
-                self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-            self._accept_locked(entry, key, expired, evicted)
+        lock, polite = self.lock, 0
+        if not lock.acquire(False):
+            polite = acquire_politely(lock, self.spinners)
+        # Nothing between the acquisition and this try but one instruction: see
+        # acquire_politely for why this is not a with statement.
+        try:
+            if polite:
+                self.spinners.discard(polite)
+            self._admit_locked(entry, priority, timeout, gate)
+        finally:
+            lock.release()
         try:
             if self.unstarted:  # a hint, taken under the lock
                 self._start_unstarted(entry)
@@ -200,6 +193,29 @@ class Scheduler:
             if self.evicted:  # a hint, taken under the lock
                 self._settle_evicted()
         return future
+
+    def _admit_locked(
+        self, entry: Entry, priority: Number, timeout: Optional[float], gate: Optional[Gate]
+    ) -> None:
+        """Check, key and queue (or expire, or make room for) a new entry, under the lock."""
+        self._check_accepting_locked(gate)
+        expired, evicted = False, None
+        if timeout is None and self.ageing is None:
+            key = sort_key(entry.priority)
+        else:
+            now = entry.queued_at = self.clock()  # if it raises, submit raises
+            key = (
+                sort_key(priority) if self.ageing is None else aged_key(priority, now, self.ageing)
+            )
+            if timeout is not None:
+                entry.deadline = now + timeout
+                # timeout=0: the task may not wait at all, and any hand-off waits.
+                expired = is_due(entry.deadline, now)
+        if not expired and self.max_queued is not None and len(self.queue) >= self.max_queued:
+            evicted, expired = self._make_room_locked(entry, key, gate)
+        if not expired and self.timer.needs_signal_locked(entry.deadline):
+            self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
+        self._accept_locked(entry, key, expired, evicted)
 
     def _accept_locked(
         self, entry: Entry, key: Number, expired: bool, evicted: Optional[Entry]
@@ -404,7 +420,7 @@ class Scheduler:
         """Start the workers counted in, whoever counted them in; call without the lock.
 
         Whoever counts a worker in starts it after unlocking; if an exception kept it from
-        doing so, the next submit, ``resume()`` or ``shutdown()`` does.
+        doing so, the next submit, ``resume()``, ``join()`` or ``shutdown()`` does.
         """
         while self.unstarted:  # a hint: _start_worker takes one under the lock
             self._start_worker(entry)
@@ -540,9 +556,13 @@ class Scheduler:
         yielded = False  # found the queue empty and yielded once since its last task
         while True:
             expired: Union[bool, Exception] = False
-            if lock.locked():
-                wait_politely(lock, spinners)
-            with lock:
+            # As in submit, and see acquire_politely for why this is not a with statement.
+            polite = 0
+            if not lock.acquire(False):
+                polite = acquire_politely(lock, spinners)
+            try:
+                if polite:
+                    spinners.discard(polite)
                 if woken:
                     self.wakes -= 1
                     woken = False
@@ -577,6 +597,8 @@ class Scheduler:
                         self.settling += 1
                     else:
                         self.running += 1
+            finally:
+                lock.release()
             if spinners:
                 time.sleep(0)  # let a thread that yielded for the lock have it, and the GIL
             if entry is None:
@@ -587,7 +609,7 @@ class Scheduler:
                     time.sleep(0)
                     yielded = True
             elif expired is True:
-                claim(entry.future, cancel=True)
+                claim(entry.detach(), cancel=True)
                 outcome = SETTLED
             else:
                 if expired:  # the clock raised: the task runs, and the error is logged
@@ -758,7 +780,8 @@ class Scheduler:
                 "cannot join() from one of the pool's own threads: it would wait for itself"
             )
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._settle_evicted()  # those an interrupted submit left
+        self._start_unstarted()  # the workers and evictions an interrupted submit left
+        self._settle_evicted()
         with self.lock:
             self.joiners += 1
             try:
