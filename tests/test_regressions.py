@@ -13,6 +13,7 @@ interpreter exit or a fork run a script in a subprocess, with ``run_script``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -440,6 +441,14 @@ def blocked_submits(pool: PriorityThreadPoolExecutor) -> int:
         return scheduler.blocked
 
 
+def submit_or_refusal(view: PoolView, fn: Callable[[], object]) -> object:
+    """``view.submit(fn)``'s future, or the RuntimeError it raised."""
+    try:
+        return view.submit(fn)
+    except RuntimeError as exc:
+        return exc
+
+
 def instrument(view: PoolView, monkeypatch: pytest.MonkeyPatch) -> tuple[HookedLock, SnapshotSet]:
     lock, pending = HookedLock(), SnapshotSet()
     state = view._state
@@ -463,13 +472,7 @@ def test_a_view_submit_in_flight_when_the_view_shuts_down_is_refused(
         gate.wait_started()
         ran = threading.Event()
 
-        def submit_through_view() -> object:
-            try:
-                return view.submit(ran.set)
-            except RuntimeError as exc:
-                return exc
-
-        submitter = Helper(submit_through_view, "submitter")
+        submitter = Helper(functools.partial(submit_or_refusal, view, ran.set), "submitter")
         closer = Helper(lambda: view.shutdown(wait=True), "closer")
         closer_waits = threading.Event()
         counted_in: list[str] = []
@@ -516,13 +519,7 @@ def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_do
         filler = pool.submit(str, "filler")  # the queue is full
         ran = threading.Event()
 
-        def submit_through_view() -> object:
-            try:
-                return view.submit(ran.set)
-            except RuntimeError as exc:
-                return exc
-
-        submitter = Helper(submit_through_view, "submitter")
+        submitter = Helper(functools.partial(submit_or_refusal, view, ran.set), "submitter")
         submitter.start()
         wait_until(lambda: blocked_submits(pool) == 1, "the view's submit blocks for room")
         view.shutdown(wait=wait_, cancel_futures=cancel_futures)
