@@ -80,11 +80,11 @@ def cancel_once(future: Future[Any]) -> None:
             future.set_running_or_notify_cancel()
 
 
-def has_callbacks_beyond(future: Future[Any], own: int) -> bool:
-    """True if ``future`` has more done-callbacks than the ``own`` the pool added itself."""
+def has_user_callbacks(future: Future[Any]) -> bool:
+    """True if ``future`` has done-callbacks beyond the one the pool added first."""
     if not TWO_PHASE:
         return True
-    return len(future._done_callbacks) > own  # type: ignore[attr-defined]
+    return len(future._done_callbacks) > 1  # type: ignore[attr-defined]
 
 
 def run_callbacks(future: Future[Any]) -> None:

@@ -36,7 +36,7 @@ from ._claim import (
     run_callbacks_guarded,
 )
 from ._context import fresh_thread
-from ._futures import cancel_once, has_callbacks_beyond
+from ._futures import cancel_once, has_user_callbacks
 from ._policy import Number, WhenFull, aged_key, is_due, sort_key
 from ._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
 from ._stats import ExecutorStatistics, QueueFullError
@@ -89,8 +89,9 @@ class Scheduler:
         # logging handler. Work that calls them is collected under the lock and done after.
         # The one exception is the clock, read under the lock so that one reading decides
         # each deadline race; it must be a plain function of time, like time.monotonic.
-        # It is only ever taken by a ``with`` statement, so that no asynchronous exception
-        # (a signal handler's) can leave it held.
+        # It is taken by a ``with`` statement, which no asynchronous exception (a signal
+        # handler's) can split from its release, except on the two hot paths (submit and the
+        # worker loop): see acquire_politely for why, and for the one instruction left open.
         self.lock = threading.Lock()
         # Threads yielding the GIL until the lock is free (see acquire_politely); a worker
         # that releases the lock while one waits yields too, so that it gets in promptly.
@@ -183,7 +184,7 @@ class Scheduler:
         try:
             if polite:
                 self.spinners.discard(polite)
-            self._admit_locked(entry, priority, timeout, gate)
+            self._admit_locked(entry, timeout, gate)
         finally:
             lock.release()
         try:
@@ -194,9 +195,7 @@ class Scheduler:
                 self._settle_evicted()
         return future
 
-    def _admit_locked(
-        self, entry: Entry, priority: Number, timeout: Optional[float], gate: Optional[Gate]
-    ) -> None:
+    def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
         """Check, key and queue (or expire, or make room for) a new entry, under the lock."""
         self._check_accepting_locked(gate)
         expired, evicted = False, None
@@ -204,6 +203,7 @@ class Scheduler:
             key = sort_key(entry.priority)
         else:
             now = entry.queued_at = self.clock()  # if it raises, submit raises
+            priority = entry.priority
             key = (
                 sort_key(priority) if self.ageing is None else aged_key(priority, now, self.ageing)
             )
@@ -250,7 +250,6 @@ class Scheduler:
             counts["submitted"],
             counts["expired"],
             counts["cancelled"],
-            self.settling,
             self.wakes,
             len(self.idle),
             self.arriving,
@@ -261,7 +260,7 @@ class Scheduler:
         self, before: tuple[Any, ...], entry: Entry, evicted: Optional[Entry]
     ) -> None:
         """Roll back a submit interrupted part-way (O(n)): as if it had never been called."""
-        submitted, expired, cancelled, self.settling, wakes, idle, arriving, newest = before
+        submitted, expired, cancelled, wakes, idle, arriving, newest = before
         self.counts["submitted"] = submitted
         self.counts["expired"] = expired
         self.counts["cancelled"] = cancelled
@@ -284,7 +283,7 @@ class Scheduler:
     def _settle_evicted(self) -> None:
         """Cancel the evicted tasks, with their callbacks; call without the lock.
 
-        An entry stays listed until it is settled and counted, so that if an exception
+        An entry stays listed until it is settled, so that if an exception
         interrupts its evicting submit part-way, the next submit, ``join()`` or
         ``shutdown()`` settles it; settling twice is harmless (``cancel_once``).
         """
@@ -692,7 +691,7 @@ class Scheduler:
         that no callback can make the timer late for the next deadline.
         """
         owed = cancel_all([entry.detach() for entry in due])
-        owed = [future for future in owed if has_callbacks_beyond(future, 1)]
+        owed = [future for future in owed if has_user_callbacks(future)]
         thread = None
         with self.lock:
             self.settled_locked(len(due) - len(owed))

@@ -1,0 +1,68 @@
+"""The Future internals that ``_futures`` relies on, checked on every supported Python."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, wait
+from typing import Any
+
+from conftest import TIMEOUT
+from priority_executor import _futures
+
+
+def test_this_python_has_the_internals_of_two_phase_settling() -> None:
+    assert _futures.TWO_PHASE, "Future's internals changed: adapt _futures.py"
+
+
+def test_cancel_quietly_cancels_and_wakes_result_without_running_callbacks() -> None:
+    future: Future[int] = Future()
+    ran: list[str] = []
+    future.add_done_callback(lambda _: ran.append("callback"))
+    errors: list[BaseException] = []
+
+    def wait_for_result() -> None:
+        try:
+            future.result(TIMEOUT)
+        except BaseException as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait_for_result)
+    waiter.start()
+    assert _futures.cancel_quietly(future) is True
+    waiter.join(TIMEOUT)
+    assert not waiter.is_alive()
+    assert [type(e).__name__ for e in errors] == ["CancelledError"]
+    assert future.cancelled()
+    assert ran == [], "a callback ran in the first phase"
+    assert future.set_running_or_notify_cancel() is False
+    assert wait([future], timeout=0).done == {future}
+    _futures.run_callbacks(future)
+    assert ran == ["callback"]
+
+
+def test_cancel_quietly_leaves_a_future_that_is_not_pending() -> None:
+    future: Future[int] = Future()
+    future.set_result(1)
+    assert _futures.cancel_quietly(future) is False
+    assert future.result(0) == 1
+
+
+def test_cancel_once_twice_logs_nothing(futures_log: list[logging.LogRecord]) -> None:
+    future: Future[Any] = Future()
+    ran: list[str] = []
+    future.add_done_callback(lambda _: ran.append("callback"))
+    _futures.cancel_once(future)
+    _futures.cancel_once(future)
+    assert future.cancelled()
+    assert wait([future], timeout=0).done == {future}
+    assert ran == ["callback"]
+    assert futures_log == [], "a second settle logged 'Future in unexpected state'"
+
+
+def test_has_user_callbacks_counts_those_after_the_pools_own() -> None:
+    future: Future[Any] = Future()
+    future.add_done_callback(lambda _: None)  # the pool's own, added first
+    assert not _futures.has_user_callbacks(future)
+    future.add_done_callback(lambda _: None)
+    assert _futures.has_user_callbacks(future)
