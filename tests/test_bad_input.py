@@ -23,6 +23,7 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
+from support import internals
 
 
 def echo(value: Any = "ok") -> Any:
@@ -389,7 +390,7 @@ def test_bad_call_on_a_fresh_pool_raises_and_starts_nothing(case: Case) -> None:
         before = set(threading.enumerate())
         with pytest.raises(case.error, match=exactly(case.message)):
             case.call(pool)
-        assert len(pool._scheduler.queue) == 0, "a bad call queued something"
+        assert internals(pool).queued() == 0, "a bad call queued something"
         assert not pool._threads, "a bad call started a worker"
         assert set(threading.enumerate()) == before, "a bad call started a thread"
         pool._check_invariants()
@@ -401,7 +402,7 @@ def test_bad_call_on_a_busy_pool_leaves_it_as_it_was(case: Case, busy: Busy) -> 
     pool = busy.pool
     with pytest.raises(case.error, match=exactly(case.message)):
         case.call(pool)
-    assert len(pool._scheduler.queue) == 1, "a bad call changed the queue"
+    assert internals(pool).queued() == 1, "a bad call changed the queue"
     assert pool._threads == busy.threads, "a bad call changed the threads"
     assert not busy.waiting.done()
     assert busy.held.running()
@@ -428,7 +429,7 @@ def test_a_bad_new_priority_leaves_the_queued_task_where_it_was(
     with pytest.raises(error, match=exactly(message)):
         pool.set_priority(busy.waiting, bad(priority))
     pool._check_invariants()
-    assert len(pool._scheduler.queue) == 1
+    assert internals(pool).queued() == 1
     order: list[str] = []
     busy.waiting.add_done_callback(lambda _: order.append("waiting"))
     first = pool.submit(order.append, "first", priority=-4)  # ahead of the waiting one at -5

@@ -32,7 +32,7 @@ import pytest
 
 from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
-from support import Recorder, exact, wait_until
+from support import Recorder, exact, internals, wait_until
 
 T = TypeVar("T")
 PoolClass = type[ThreadPoolExecutor]
@@ -73,8 +73,7 @@ def current_thread_name() -> str:
 def idle_workers(pool: ThreadPoolExecutor) -> int:
     """How many of ``pool``'s workers are idle, as each class counts them."""
     if isinstance(pool, PriorityThreadPoolExecutor):
-        with pool._scheduler.lock:
-            return len(pool._scheduler.idle)
+        return internals(pool).idle_workers()
     return pool._idle_semaphore._value
 
 

@@ -39,6 +39,7 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
+from support import internals
 
 
 class ClockBroke(OSError):
@@ -202,7 +203,7 @@ def test_a_clock_raising_in_submit_propagates_and_queues_nothing() -> None:
         clock.failing = lambda name: True
         with pytest.raises(ClockBroke, match=r"^the clock broke$"):
             pool.submit(str, timeout=1.0)
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         assert not pool._threads, "a failed submit started a worker"
         pool._check_invariants()
         # Without ageing, a task without a timeout does not read the clock: it still runs.
@@ -222,7 +223,7 @@ def test_a_clock_raising_in_submit_leaves_a_busy_pool_as_it_was(gate: Gate) -> N
         clock.failing = lambda name: name == "MainThread"
         with pytest.raises(ClockBroke):
             pool.submit(str, "lost", timeout=1.0)
-        assert len(pool._scheduler.queue) == 1
+        assert internals(pool).queued() == 1
         pool._check_invariants()
         clock.failing = lambda name: False
         clock.advance(1.0)
@@ -318,7 +319,7 @@ def test_a_worker_that_cannot_start_leaves_nothing_queued(failing_start: list[st
         with pytest.raises(RuntimeError, match=r"^can't start new thread$"):
             pool.submit(str, "refused")
         assert failing_start == ["nostart_0"]
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         assert not pool._threads
         pool._check_invariants()
         assert pool.submit(str, "later").result(TIMEOUT) == "later"
@@ -344,7 +345,7 @@ def test_a_worker_that_cannot_start_is_absorbed_while_another_works(
         monkeypatch.setattr(threading.Thread, "start", start)
         waiting = pool.submit(recorder.task("waiting"))
         assert refused == ["nostart_1"]
-        assert len(pool._scheduler.queue) == 1
+        assert internals(pool).queued() == 1
         assert pool._threads == threads
         pool._check_invariants()
         monkeypatch.setattr(threading.Thread, "start", real_start)
@@ -364,7 +365,7 @@ def test_a_timer_that_cannot_start_leaves_the_pool_usable(
         with pytest.raises(RuntimeError, match=r"^can't start new thread$"):
             pool.submit(str, "refused", timeout=1.0)
         assert failing_start == ["nostart_timer"]
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         pool._check_invariants()
         held = pool.submit(gate)
         gate.wait_started()

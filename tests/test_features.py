@@ -32,7 +32,7 @@ from priority_executor import (
     PriorityThreadPoolExecutor,
     QueueFullError,
 )
-from support import Recorder, exact, wait_until
+from support import Recorder, exact, internals, wait_until
 
 T = TypeVar("T")
 
@@ -79,24 +79,18 @@ class InThread(Generic[T]):
 
 def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
     """Wait until ``count`` submits are blocked on the pool's full queue."""
-    scheduler = pool._scheduler
-
-    def blocked() -> bool:
-        with scheduler.lock:
-            return scheduler.blocked == count
-
-    wait_until(blocked, f"{count} submit(s) block on the full queue")
+    pool_internals = internals(pool)
+    wait_until(
+        lambda: pool_internals.blocked() == count, f"{count} submit(s) block on the full queue"
+    )
 
 
 def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = None) -> None:
     """Wait until the deadline timer has handled every wake-up and sleeps until ``target``."""
-    scheduler = pool._scheduler
-
-    def asleep() -> bool:
-        with scheduler.lock:
-            return scheduler.timer.park.locked() and scheduler.timer.target == target
-
-    wait_until(asleep, f"the timer sleeps until {target}")
+    pool_internals = internals(pool)
+    wait_until(
+        lambda: pool_internals.timer_sleeps_until(target), f"the timer sleeps until {target}"
+    )
 
 
 @contextmanager
@@ -630,8 +624,7 @@ def test_join_from_several_threads_returns_true_in_each(gate: Gate) -> None:
         hold_worker(pool, gate)
         pool.submit(str, "queued")
         joiners = [InThread(lambda: joined_promptly(pool)) for _ in range(4)]
-        scheduler = pool._scheduler
-        wait_until(lambda: scheduler.joiners == 4, "four threads wait in join()")
+        wait_until(lambda: internals(pool).joiners() == 4, "four threads wait in join()")
         assert not any(joiner.future.done() for joiner in joiners)
         gate.open()
         assert [joiner.result() for joiner in joiners] == [True] * 4
@@ -684,7 +677,7 @@ def test_join_wakes_when_a_worker_expires_the_last_queued_task(
         timer_asleep(pool, clock() + FAR)
         clock.advance(2 * FAR)  # the worker, not the timer, will find the task expired
         joiner = InThread(lambda: pool.join(TIMEOUT))
-        wait_until(lambda: pool._scheduler.joiners == 1, "join() waits")
+        wait_until(lambda: internals(pool).joiners() == 1, "join() waits")
         gate.open()
         assert late in wait([late], TIMEOUT).done
         assert late.cancelled()

@@ -36,7 +36,7 @@ import pytest
 import priority_executor
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
-from support import Recorder, wait_until
+from support import Recorder, internals, wait_until
 
 T = TypeVar("T")
 
@@ -45,8 +45,10 @@ SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
 FORKED_MESSAGE = "cannot use a pool inherited across os.fork(); create a new pool in the child"
 
-#: The directory that holds the package under test, for the subprocesses' ``sys.path``.
+#: The directories that hold the package under test and these helpers, for the subprocesses'
+#: ``sys.path``.
 SRC = Path(priority_executor.__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -57,9 +59,8 @@ def messages(records: list[logging.LogRecord]) -> list[str]:
 
 
 def all_parked(pool: PriorityThreadPoolExecutor) -> bool:
-    scheduler = pool._scheduler
-    with scheduler.lock:
-        return len(scheduler.idle) == len(pool._threads)
+    idle, started = internals(pool).idle_and_started()
+    return idle == started
 
 
 def pool_threads(pool: PriorityThreadPoolExecutor) -> list[threading.Thread]:
@@ -77,7 +78,8 @@ def join_all(threads: list[threading.Thread]) -> None:
 def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the script made of ``parts`` (each dedented) in a fresh interpreter.
 
-    The interpreter imports the package under test from the same directory as this run.
+    The interpreter imports the package under test from the same directory as this run, and
+    can import this directory's helpers (``from support import internals``).
     ``TIMEOUT`` is defined for the script. With ``watchdog``, a script still running after
     twice that dumps every thread's traceback to stderr and exits with status 1.
     """
@@ -87,7 +89,7 @@ def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProces
             f"import faulthandler\nfaulthandler.dump_traceback_later({2 * TIMEOUT!r}, exit=True)\n"
         )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), str(TESTS), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-c", header + "".join(textwrap.dedent(part) for part in parts)],
         capture_output=True,
@@ -343,6 +345,7 @@ def test_pool_collected_by_its_own_thread_while_it_holds_the_lock_does_not_deadl
         """
         import gc, os, threading, time
         from priority_executor import PriorityThreadPoolExecutor
+        from support import internals
 
         collect_next_reading = threading.Event()
 
@@ -358,7 +361,7 @@ def test_pool_collected_by_its_own_thread_while_it_holds_the_lock_does_not_deadl
                 self.me = self  # a reference cycle, as many real objects have
 
         service = Service()
-        scheduler = service.pool._scheduler
+        core = internals(service.pool)  # holds the pool's core, not the pool
         gate = threading.Event()
         started = threading.Event()
         service.pool.submit(lambda: (started.set(), gate.wait(TIMEOUT)))
@@ -368,7 +371,7 @@ def test_pool_collected_by_its_own_thread_while_it_holds_the_lock_does_not_deadl
         threads = [t for t in threading.enumerate() if t.name.startswith(prefix)]
         del service
         collect_next_reading.set()
-        scheduler.wake_timer()  # the timer reads the clock, under the lock
+        core.wake_timer()  # the timer reads the clock, under the lock
         gate.set()
         try:
             later.result(TIMEOUT)
@@ -993,9 +996,7 @@ def test_an_idle_pool_has_every_worker_parked_and_a_timer_that_sleeps(
         gate.open()
         wait_until(lambda: all_parked(pool), "every worker is parked")
         # Every worker is blocked on its own park lock, with no timeout.
-        scheduler = pool._scheduler
-        with scheduler.lock:
-            assert len(scheduler.idle) == len(pool._threads) == 3
+        assert internals(pool).idle_and_started() == (3, 3)
         assert len(pool_threads(pool)) == 4  # and the timer
         # The timer, with no deadline to wait for, does not wake: it would read the clock.
         # (An observation window, not a synchronisation.)

@@ -41,6 +41,7 @@ from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
 from priority_executor._policy import Number, WhenFull, aged_key, sort_key
 from priority_executor._queue import Entry, HeapQueue, QueueBase, TaskQueue
+from support import internals
 
 #: Seeds of the default run, and operations per seed.
 FAST_SEEDS = range(50)
@@ -417,7 +418,7 @@ class PoolHarness:
         model = self.model
         self.pool._check_invariants()
         assert self.order == model.order, f"run order {self.order}, model {model.order}"
-        assert len(self.pool._scheduler.queue) == len(model.queued), "queue length"
+        assert internals(self.pool).queued() == len(model.queued), "queue length"
         finished = []
         for ident, future in self.futures.items():
             state = model.state[ident]

@@ -33,7 +33,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
 from priority_executor._queue import COMPACT_SLACK
-from support import Recorder, exact, wait_until
+from support import Recorder, exact, internals, wait_until
 
 T = TypeVar("T")
 
@@ -258,7 +258,7 @@ BAD_TIMEOUTS = [
 
 
 def assert_nothing_queued(pool: PriorityThreadPoolExecutor) -> None:
-    assert len(pool._scheduler.queue) == 0
+    assert internals(pool).queued() == 0
     assert len(pool._threads) == 0
     pool._check_invariants()
 
@@ -323,7 +323,7 @@ def test_task_queued_past_its_deadline_is_cancelled_and_never_runs(
         with pytest.raises(CancelledError):
             future.result(timeout=0)
         assert list(as_completed([future], timeout=0)) == [future]
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         pool._check_invariants()
         gate.open()
     assert record.ran == []
@@ -518,7 +518,7 @@ def test_cancel_of_queued_task_is_seen_by_wait_while_the_worker_is_busy(gate: Ga
         assert future.cancel()
         assert_done_promptly(future)
         assert list(as_completed([future], timeout=PROMPT)) == [future]
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         pool._check_invariants()
         gate.open()
     assert record.ran == []
@@ -845,7 +845,7 @@ def test_map_with_buffersize_queues_refills_at_its_priority() -> None:
             # The consumer's first next() queues call 1, then waits for call 0.
             consumer = threading.Thread(target=lambda: consumed.append(list(results)))
             consumer.start()
-            wait_until(lambda: len(pool._scheduler.queue) == 2, "call 1 is queued")
+            wait_until(lambda: internals(pool).queued() == 2, "call 1 is queued")
         finally:
             release.set()
         consumer.join(TIMEOUT)
@@ -912,7 +912,7 @@ def test_heap_stays_proportional_to_live_tasks_after_mass_cancel(gate: Gate) -> 
             assert future.cancel()
             if step % 200 == 0:
                 pool._check_invariants()
-        queue = pool._scheduler.queue
+        queue = internals(pool).queue
         live = len(queue)
         assert live == 200
         assert queue.stored <= 2 * live + COMPACT_SLACK
@@ -928,7 +928,7 @@ def test_heap_is_compacted_after_mass_expiry(clock: FakeClock, gate: Gate) -> No
         staying = [pool.submit(int) for _ in range(10)]
         clock.advance(FAR)
         assert_done_promptly(*expiring)
-        queue = pool._scheduler.queue
+        queue = internals(pool).queue
         assert len(queue) == 10
         assert queue.stored <= 2 * 10 + COMPACT_SLACK
         assert len(queue.deadlines) <= COMPACT_SLACK

@@ -31,7 +31,7 @@ from priority_executor import PoolView, PriorityThreadPoolExecutor, QueueFullErr
 from priority_executor._claim import claim
 from priority_executor._policy import Number
 from priority_executor._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
-from support import exact, wait_until
+from support import exact, internals, wait_until
 from test_integration import EXITING, FORKED_MESSAGE, run_script
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ def test_cancel_after_set_priority_unqueues_the_moved_task_and_wakes_waiters(
         assert pool.set_priority(task, 5)
         assert task.cancel()
         assert wait([task], timeout=0).done == {task}, "wait() was not woken"
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         pool._check_invariants()
     finally:
         gate.open()
@@ -149,7 +149,7 @@ def test_cancel_while_set_priority_moves_the_task_unqueues_it_and_wakes_waiters(
         pool.submit(gate)
         gate.wait_started()
         task = pool.submit(str, "task")
-        queue = pool._scheduler.queue
+        queue = internals(pool).queue
         entries = WatchedEntries(queue.entries, task)
         monkeypatch.setattr(queue, "entries", entries)
         canceller = Helper(task.cancel, "canceller")
@@ -271,14 +271,6 @@ def test_interpreter_exit_with_a_paused_pool_and_busy_pools_drains_them_all(
 # is covered by test_faults.py (test_a_worker_that_cannot_start_*).
 
 
-def scheduler_counts(pool: PriorityThreadPoolExecutor) -> tuple[int, int, int]:
-    """``(wakes, arriving, starting)`` read under the pool's lock."""
-    scheduler = pool._scheduler
-    with scheduler.lock:
-        # getattr: ``arriving`` came with the fix; the old code should fail on what it did.
-        return scheduler.wakes, getattr(scheduler, "arriving", 0), len(scheduler.starting)
-
-
 def shut_down_in_time(pool: PriorityThreadPoolExecutor) -> None:
     """``pool.shutdown(wait=True)`` from a helper thread, which must return within TIMEOUT."""
     Helper(pool.shutdown, "shutdown").start().outcome()
@@ -303,7 +295,7 @@ def test_an_interrupt_in_thread_start_after_the_worker_arrived_loses_nothing(
         with pytest.raises(KeyboardInterrupt):
             pool.submit(ran.set)
         assert pool.join(TIMEOUT), "the task never finished"  # not lost: its future is done
-        wakes, arriving, starting = scheduler_counts(pool)
+        wakes, arriving, starting = internals(pool).worker_counts()
         # wakes is 1 while the worker yields before it parks, never below 0.
         assert (wakes >= 0, arriving, starting) == (True, 0, 0), f"{wakes=}"
         assert [t.name for t in pool._threads] == ["interrupted_0"]
@@ -311,7 +303,7 @@ def test_an_interrupt_in_thread_start_after_the_worker_arrived_loses_nothing(
         stats = pool.statistics()
         assert (stats.submitted, stats.completed) == (1, 1)
         wait_until(lambda: pool.statistics().idle_workers == 1, "the worker parks")
-        assert scheduler_counts(pool) == (0, 0, 0)
+        assert internals(pool).worker_counts() == (0, 0, 0)
         assert pool.submit(str, "later").result(TIMEOUT) == "later"
         assert [t.name for t in pool._threads] == ["interrupted_0"], "the idle worker slept on"
         pool._check_invariants()
@@ -345,15 +337,15 @@ def test_an_interrupt_in_thread_start_before_the_worker_arrived_writes_it_off(
         with pytest.raises(KeyboardInterrupt):
             pool.submit(ran.set)
         # No other worker: the submit is undone, as when start() fails outright.
-        assert len(pool._scheduler.queue) == 0
+        assert internals(pool).queued() == 0
         assert pool.statistics().submitted == 0
         assert not pool._threads
-        assert scheduler_counts(pool) == (0, 0, 0)
+        assert internals(pool).worker_counts() == (0, 0, 0)
         pool._check_invariants()
         release.set()  # the written-off thread arrives, finds out, and exits at once
         interrupted[0].join(TIMEOUT)
         assert not interrupted[0].is_alive(), "the written-off thread stayed"
-        assert scheduler_counts(pool) == (0, 0, 0)
+        assert internals(pool).worker_counts() == (0, 0, 0)
         assert not ran.is_set()
         assert pool.submit(str, "later").result(TIMEOUT) == "later"
         pool._check_invariants()
@@ -381,9 +373,9 @@ def test_an_interrupt_before_a_second_worker_starts_is_raised_and_the_task_stays
             pool.submit(ran.set)
         monkeypatch.setattr(threading.Thread, "start", real_start)
         # Another worker can run it, so the task stays queued; the interrupt is not swallowed.
-        assert len(pool._scheduler.queue) == 1
+        assert internals(pool).queued() == 1
         assert [t.name for t in pool._threads] == ["interrupted_0"]
-        assert scheduler_counts(pool) == (0, 0, 0)
+        assert internals(pool).worker_counts() == (0, 0, 0)
         pool._check_invariants()
         gate.open()
         assert ran.wait(TIMEOUT), "the queued task never ran"
@@ -433,12 +425,6 @@ class SnapshotSet(set[Future[Any]]):
     def __iter__(self) -> Iterator[Future[Any]]:
         self.copied.set()
         return super().__iter__()
-
-
-def blocked_submits(pool: PriorityThreadPoolExecutor) -> int:
-    scheduler = pool._scheduler
-    with scheduler.lock:
-        return scheduler.blocked
 
 
 def submit_or_refusal(view: PoolView, fn: Callable[[], object]) -> object:
@@ -521,7 +507,7 @@ def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_do
 
         submitter = Helper(functools.partial(submit_or_refusal, view, ran.set), "submitter")
         submitter.start()
-        wait_until(lambda: blocked_submits(pool) == 1, "the view's submit blocks for room")
+        wait_until(lambda: internals(pool).blocked() == 1, "the view's submit blocks for room")
         view.shutdown(wait=wait_, cancel_futures=cancel_futures)
         error = submitter.outcome()
         assert type(error) is RuntimeError
@@ -1015,8 +1001,10 @@ def test_a_timeout_beyond_float_range_means_no_deadline(
         pool.submit(gate)
         gate.wait_started()
         patient = pool.submit(str, "patient", timeout=HUGE)
-        assert pool._scheduler.queue.deadline_count == 0
-        assert pool._scheduler.timer.thread is None, "a deadline timer was started"
+        pool_internals = internals(pool)
+        with pool_internals.lock:
+            assert pool_internals.queue.deadline_count == 0
+            assert pool_internals.timer.thread is None, "a deadline timer was started"
         clock.advance(1e300)
         assert not patient.done()
         pool._check_invariants()

@@ -24,7 +24,7 @@ from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
 from priority_executor._queue import Entry, TaskQueue
 from priority_executor._stats import QueueFullError
-from support import exact, wait_until
+from support import CancelHook, exact, internals, wait_until
 
 AGEING = [None, 2.0]
 #: (max_queued, when_full): unbounded, and each policy on a small queue.
@@ -292,16 +292,14 @@ def test_set_priority_of_a_future_seen_cancelled_returns_false(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pool = PriorityThreadPoolExecutor(max_workers=1)
-    scheduler = pool._scheduler
     in_hook, release = threading.Event(), threading.Event()
-    real_hook = scheduler.on_done
 
-    def slow_hook(future: Future[Any]) -> None:  # the cancel hook, held at its start
+    def slow_hook(real_hook: CancelHook, future: Future[Any]) -> None:  # held at its start
         in_hook.set()
         assert release.wait(TIMEOUT)
         real_hook(future)
 
-    monkeypatch.setattr(scheduler, "on_done", slow_hook)
+    internals(pool).patch_cancel_hook(monkeypatch, slow_hook)
     try:
         pool.pause()
         future = pool.submit(str, "queued")
@@ -331,7 +329,7 @@ def test_join_with_a_timeout_beyond_what_a_lock_takes_waits(timeout: float, gate
         joined: list[bool] = []
         joiner = threading.Thread(target=lambda: joined.append(pool.join(timeout)))
         joiner.start()
-        wait_until(lambda: pool._scheduler.joiners == 1, "join() waits")
+        wait_until(lambda: internals(pool).joiners() == 1, "join() waits")
         gate.open()
         joiner.join(TIMEOUT)
         assert joined == [True]
@@ -411,8 +409,7 @@ def test_an_exception_raised_anywhere_inside_submit_leaves_the_pool_consistent(
                 pass
             finally:
                 sys.settrace(None)
-            scheduler = pool._scheduler
-            assert not scheduler.lock.locked(), f"the lock stayed held (event {n})"
+            assert not internals(pool).lock.locked(), f"the lock stayed held (event {n})"
             pool._check_invariants()
             pool.resume()
             assert pool.join(TIMEOUT), f"event {n}"
@@ -479,7 +476,7 @@ def test_an_undone_submit_wakes_a_blocked_submitter_and_frees_its_task(
             calls.append(thread.name)
             # The queue is full with the first task: let a second submit block for room.
             real_start(blocked)
-            wait_until(lambda: pool._scheduler.blocked == 1, "a submit blocks for room")
+            wait_until(lambda: internals(pool).blocked() == 1, "a submit blocks for room")
             raise RuntimeError("can't start new thread")
         real_start(thread)
 

@@ -24,7 +24,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
 from priority_executor._work_queue import WorkItem
-from support import Recorder, exact, wait_until
+from support import Recorder, exact, internals, wait_until
 
 
 def blocked_pool(gate: Gate, **options: Any) -> PriorityThreadPoolExecutor:
@@ -244,7 +244,9 @@ class TestWaking:
             submitted: list[Future[Any]] = []
             submitter = threading.Thread(target=lambda: submitted.append(pool.submit(str, "in")))
             submitter.start()
-            wait_until(lambda: pool._scheduler.blocked == 1, "the submit blocks on the full queue")
+            wait_until(
+                lambda: internals(pool).blocked() == 1, "the submit blocks on the full queue"
+            )
             take(pool)
             submitter.join(TIMEOUT)
             assert not submitter.is_alive()
@@ -260,7 +262,7 @@ class TestWaking:
             joined: list[bool] = []
             joiner = threading.Thread(target=lambda: joined.append(pool.join(TIMEOUT)))
             joiner.start()
-            wait_until(lambda: pool._scheduler.joiners == 1, "join() waits")
+            wait_until(lambda: internals(pool).joiners() == 1, "join() waits")
             take(pool)
             assert joiner.is_alive()  # one task is still queued
             take(pool)

@@ -7,7 +7,7 @@ Three numbers per run, all taken with the pool's worker held by a gate until the
 * the drain: from opening the gate until every surviving task has run, divided by the number
   of tasks that were queued (cancelled ones included, since a pool may still have to skip them);
 * the queue's size after the cancels, per live task: ours reports what its queue stores
-  (``pool._scheduler.queue``, tombstones included), the standard pool its ``SimpleQueue``,
+  (tombstones included; see ``_our_queue``), the standard pool its ``SimpleQueue``,
   the baseline its ``PriorityQueue``. Ours promises at most ``2 x live + 64``
   (``COMPACT_SLACK``).
 """
@@ -58,6 +58,16 @@ def _entries_metric(live: int) -> Metric:
     )
 
 
+def _our_queue(pool: PriorityThreadPoolExecutor) -> object:
+    """Our pool's private queue object, or None where it is not found.
+
+    The one place in the benchmarks that knows where the queue lives, as ``tests/support.py``
+    (``internals``) is for the tests: benchmarks cannot import the tests, so when the pool's
+    core moves, change both.
+    """
+    return getattr(getattr(pool, "_scheduler", None), "queue", None)
+
+
 def queue_entries(pool: Executor) -> Optional[int]:
     """Items the pool's queue holds, cancelled ones included; None if it cannot tell.
 
@@ -65,7 +75,7 @@ def queue_entries(pool: Executor) -> Optional[int]:
     read defensively: ``stored`` (FIFO buckets) or ``len(heap)`` (one heap).
     """
     if isinstance(pool, PriorityThreadPoolExecutor):
-        task_queue = getattr(getattr(pool, "_scheduler", None), "queue", None)
+        task_queue = _our_queue(pool)
         stored = getattr(task_queue, "stored", None)
         if isinstance(stored, int):
             return stored
