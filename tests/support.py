@@ -7,14 +7,20 @@ lock, a queue or a count of waiting threads goes through it, so that the day tha
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, TypeVar, Union
+from pathlib import Path
+from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 import pytest
 
+import priority_executor
 from conftest import TIMEOUT
 from priority_executor import PoolView, PriorityThreadPoolExecutor
 from priority_executor._queue import QueueBase
@@ -25,6 +31,17 @@ T = TypeVar("T")
 
 #: What a pool's cancel hook is called with: the future that was settled.
 CancelHook = Callable[[Future[Any]], None]
+
+# The standard pool's messages, word for word, and ours for a pool inherited across fork.
+SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
+EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
+BROKEN_MESSAGE = "A thread initializer failed, the thread pool is not usable anymore"
+FORKED_MESSAGE = "cannot use a pool inherited across os.fork(); create a new pool in the child"
+
+
+def queue_full_message(max_queued: Optional[int]) -> str:
+    """What a submit to a full queue raises, as :class:`QueueFullError`, when it may not wait."""
+    return f"cannot queue the task: max_queued={max_queued} tasks wait"
 
 
 def exact(message: str) -> str:
@@ -58,6 +75,91 @@ def wait_until(predicate: Callable[[], bool], what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         pause.wait(0.001)
+
+
+class InThread(Generic[T]):
+    """Run ``fn()`` in a thread of its own, once started; its outcome lands in ``self.future``.
+
+    Made unstarted, so that a test can compare ``self.thread`` with the current thread from a
+    hook before it starts; :func:`in_thread` makes one and starts it.
+    """
+
+    def __init__(self, fn: Callable[[], T], name: Optional[str] = None) -> None:
+        self.future: Future[T] = Future()
+        self.thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
+
+    def _run(self, fn: Callable[[], T]) -> None:
+        try:
+            result = fn()
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
+
+    def start(self) -> InThread[T]:
+        self.thread.start()
+        return self
+
+    def result(self, timeout: float = TIMEOUT) -> T:
+        """What ``fn()`` returned (or raise what it raised), waiting up to ``timeout``."""
+        return self.future.result(timeout)
+
+    def exception(self, timeout: float = TIMEOUT) -> Optional[BaseException]:
+        """What ``fn()`` raised, or None, waiting up to ``timeout``."""
+        return self.future.exception(timeout)
+
+
+def in_thread(fn: Callable[[], T], name: Optional[str] = None) -> InThread[T]:
+    """Start running ``fn()`` in a thread of its own."""
+    return InThread(fn, name).start()
+
+
+# -- scripts in a fresh interpreter --------------------------------------------------------------
+
+#: The directories that hold the package under test and these helpers, for the subprocesses'
+#: ``sys.path``.
+SRC = Path(priority_executor.__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+#: Sets ``exiting`` as the interpreter starts to exit. Hooks registered with
+#: ``threading._register_atexit`` run last-registered first, so this one runs before the
+#: pool's own exit hook, registered when ``priority_executor`` was imported: a task waiting
+#: on ``exiting`` is still running when the pool learns that the interpreter exits.
+EXITING = """
+import threading
+exiting = threading.Event()
+threading._register_atexit(exiting.set)
+"""
+
+
+def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the script made of ``parts`` (each dedented) in a fresh interpreter.
+
+    The interpreter imports the package under test from the same directory as this run, and
+    can import this directory's helpers (``from support import internals``).
+    ``TIMEOUT`` is defined for the script. With ``watchdog``, a script still running after
+    twice that dumps every thread's traceback to stderr and exits with status 1.
+    """
+    header = f"TIMEOUT = {TIMEOUT!r}\n"
+    if watchdog:
+        header += (
+            f"import faulthandler\nfaulthandler.dump_traceback_later({2 * TIMEOUT!r}, exit=True)\n"
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), str(TESTS), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", header + "".join(textwrap.dedent(part) for part in parts)],
+        capture_output=True,
+        text=True,
+        timeout=3 * TIMEOUT,
+        env=env,
+        check=False,
+    )
+
+
+def assert_clean_exit(result: subprocess.CompletedProcess[str], stdout: list[str]) -> None:
+    """Exit status 0, exactly ``stdout``, and nothing at all on stderr."""
+    assert (result.returncode, result.stdout.splitlines(), result.stderr) == (0, stdout, "")
 
 
 # -- the pool's private state ------------------------------------------------------------------

@@ -12,7 +12,6 @@ call must not disturb either).
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,7 +22,7 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
-from support import internals
+from support import exact, internals
 
 
 def echo(value: Any = "ok") -> Any:
@@ -33,11 +32,6 @@ def echo(value: Any = "ok") -> Any:
 def bad(value: object) -> Any:
     """``value``, typed ``Any`` so the type checker lets a test pass it where it does not fit."""
     return value
-
-
-def exactly(message: str) -> str:
-    """A ``match=`` pattern that accepts ``message`` and nothing else."""
-    return "^" + re.escape(message) + "$"
 
 
 class Case(NamedTuple):
@@ -388,7 +382,7 @@ def assert_pool_works(pool: PriorityThreadPoolExecutor) -> None:
 def test_bad_call_on_a_fresh_pool_raises_and_starts_nothing(case: Case) -> None:
     with PriorityThreadPoolExecutor(max_workers=2) as pool:
         before = set(threading.enumerate())
-        with pytest.raises(case.error, match=exactly(case.message)):
+        with pytest.raises(case.error, match=exact(case.message)):
             case.call(pool)
         assert internals(pool).queued() == 0, "a bad call queued something"
         assert not pool._threads, "a bad call started a worker"
@@ -400,7 +394,7 @@ def test_bad_call_on_a_fresh_pool_raises_and_starts_nothing(case: Case) -> None:
 @pytest.mark.parametrize("case", CALL_CASES, ids=[c.name for c in CALL_CASES])
 def test_bad_call_on_a_busy_pool_leaves_it_as_it_was(case: Case, busy: Busy) -> None:
     pool = busy.pool
-    with pytest.raises(case.error, match=exactly(case.message)):
+    with pytest.raises(case.error, match=exact(case.message)):
         case.call(pool)
     assert internals(pool).queued() == 1, "a bad call changed the queue"
     assert pool._threads == busy.threads, "a bad call changed the threads"
@@ -426,7 +420,7 @@ def test_a_bad_new_priority_leaves_the_queued_task_where_it_was(
     priority: object, error: type[Exception], message: str, busy: Busy
 ) -> None:
     pool = busy.pool
-    with pytest.raises(error, match=exactly(message)):
+    with pytest.raises(error, match=exact(message)):
         pool.set_priority(busy.waiting, bad(priority))
     pool._check_invariants()
     assert internals(pool).queued() == 1
@@ -560,7 +554,7 @@ CTOR_CASES = [
 @pytest.mark.parametrize("case", CTOR_CASES, ids=[c.name for c in CTOR_CASES])
 def test_bad_constructor_argument_raises_and_starts_nothing(case: Ctor) -> None:
     before = set(threading.enumerate())
-    with pytest.raises(case.error, match=exactly(case.message)):
+    with pytest.raises(case.error, match=exact(case.message)):
         PriorityThreadPoolExecutor(**case.kwargs)
     assert set(threading.enumerate()) <= before, "a refused pool started a thread"
     with PriorityThreadPoolExecutor(max_workers=1) as pool:
@@ -596,7 +590,7 @@ def test_constructor_errors_match_the_standard_pool(kwargs: dict[str, Any], mess
 )
 def test_join_refuses_a_bad_timeout(timeout: object, error: type[Exception], message: str) -> None:
     with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        with pytest.raises(error, match=exactly(message)):
+        with pytest.raises(error, match=exact(message)):
             pool.join(timeout=bad(timeout))
         assert pool.join(timeout=TIMEOUT) is True
         assert_pool_works(pool)

@@ -32,13 +32,10 @@ import pytest
 
 from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
-from support import Recorder, exact, internals, wait_until
+from support import BROKEN_MESSAGE, SHUTDOWN_MESSAGE, Recorder, exact, internals, wait_until
 
 T = TypeVar("T")
 PoolClass = type[ThreadPoolExecutor]
-
-SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
-BROKEN_MESSAGE = "A thread initializer failed, the thread pool is not usable anymore"
 
 
 @pytest.fixture(params=[ThreadPoolExecutor, PriorityThreadPoolExecutor], ids=["stdlib", "priority"])

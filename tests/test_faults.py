@@ -61,8 +61,12 @@ class FaultyClock(FakeClock):
         return super().__call__()
 
 
-class Recorder:
-    """Records the order tasks ran in; each task returns its name."""
+class OrderLog:
+    """Records the order tasks ran in; ``task(name)`` makes a task that returns its name.
+
+    Its tasks take no argument, unlike those of ``support.Recorder``, which record the one
+    they are given.
+    """
 
     def __init__(self) -> None:
         self.order: list[str] = []
@@ -130,14 +134,14 @@ def test_a_clock_going_backwards_delays_expiry_and_loses_nothing(
     clock: FakeClock, gate: Gate
 ) -> None:
     """Deadlines are absolute: after the clock jumps back, tasks expire only when it returns."""
-    recorder = Recorder()
+    log = OrderLog()
     with PriorityThreadPoolExecutor(max_workers=1, clock=clock) as pool:
         clock.attach(pool)
         held = pool.submit(gate)
         gate.wait_started()
-        first = pool.submit(recorder.task("first"), timeout=1.0)  # deadline 1001
-        second = pool.submit(recorder.task("second"), priority=1, timeout=2.0)  # deadline 1002
-        plain = pool.submit(recorder.task("plain"), priority=2)
+        first = pool.submit(log.task("first"), timeout=1.0)  # deadline 1001
+        second = pool.submit(log.task("second"), priority=1, timeout=2.0)  # deadline 1002
+        plain = pool.submit(log.task("plain"), priority=2)
         clock.advance(-10.0)  # 990: every deadline is now 11 to 12 seconds away
         pool._check_invariants()
         clock.advance(10.5)  # 1000.5: back, but before both deadlines
@@ -152,24 +156,24 @@ def test_a_clock_going_backwards_delays_expiry_and_loses_nothing(
         gate.open()
         assert plain.result(TIMEOUT) == "plain"
         assert second.result(TIMEOUT) == "second"
-    assert recorder.order == ["plain", "second"]
+    assert log.order == ["plain", "second"]
 
 
 def test_a_clock_behind_the_deadline_at_claim_time_lets_the_task_run(
     clock: FakeClock, gate: Gate
 ) -> None:
     """The worker's one clock reading decides: before the deadline, the task runs."""
-    recorder = Recorder()
+    log = OrderLog()
     with PriorityThreadPoolExecutor(max_workers=1, clock=clock) as pool:
         clock.attach(pool)
         pool.submit(gate)
         gate.wait_started()
-        futures = [pool.submit(recorder.task(f"t{i}"), timeout=0.5) for i in range(5)]
+        futures = [pool.submit(log.task(f"t{i}"), timeout=0.5) for i in range(5)]
         clock.advance(-100.0)  # far behind every deadline
         gate.open()
         assert [f.result(TIMEOUT) for f in futures] == [f"t{i}" for i in range(5)]
         pool._check_invariants()
-    assert recorder.order == [f"t{i}" for i in range(5)]
+    assert log.order == [f"t{i}" for i in range(5)]
 
 
 def test_deadlines_set_while_the_clock_was_behind_keep_their_order(
@@ -330,7 +334,7 @@ def test_a_worker_that_cannot_start_is_absorbed_while_another_works(
     gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With a worker left to run it, the task stays queued and submit does not raise."""
-    recorder = Recorder()
+    log = OrderLog()
     with PriorityThreadPoolExecutor(max_workers=2, thread_name_prefix="nostart") as pool:
         held = pool.submit(gate)
         gate.wait_started()
@@ -343,7 +347,7 @@ def test_a_worker_that_cannot_start_is_absorbed_while_another_works(
             raise RuntimeError("can't start new thread")
 
         monkeypatch.setattr(threading.Thread, "start", start)
-        waiting = pool.submit(recorder.task("waiting"))
+        waiting = pool.submit(log.task("waiting"))
         assert refused == ["nostart_1"]
         assert internals(pool).queued() == 1
         assert pool._threads == threads
@@ -353,7 +357,7 @@ def test_a_worker_that_cannot_start_is_absorbed_while_another_works(
         assert held.result(TIMEOUT) == "gate"
         assert waiting.result(TIMEOUT) == "waiting"
         pool._check_invariants()
-    assert recorder.order == ["waiting"]
+    assert log.order == ["waiting"]
 
 
 def test_a_timer_that_cannot_start_leaves_the_pool_usable(

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import pytest
 
@@ -32,11 +32,18 @@ from priority_executor import (
     PriorityThreadPoolExecutor,
     QueueFullError,
 )
-from support import Recorder, exact, internals, wait_until
+from support import (
+    SHUTDOWN_MESSAGE,
+    Recorder,
+    exact,
+    in_thread,
+    internals,
+    queue_full_message,
+    wait_until,
+)
 
 T = TypeVar("T")
 
-SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 JOIN_FROM_WORKER_MESSAGE = (
     "cannot join() from one of the pool's own threads: it would wait for itself"
 )
@@ -48,33 +55,6 @@ FAR = 100.0
 #: How long a test waits for what a correct pool does in milliseconds: short, so that a
 #: regression fails fast instead of waiting out TIMEOUT.
 STUCK = 1.0
-
-
-def queue_full_message(max_queued: int) -> str:
-    return f"cannot queue the task: max_queued={max_queued} tasks wait"
-
-
-class InThread(Generic[T]):
-    """Run ``fn()`` in a new thread; its outcome lands in ``self.future``."""
-
-    def __init__(self, fn: Callable[[], T]) -> None:
-        self.future: Future[T] = Future()
-        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[[], T]) -> None:
-        try:
-            result = fn()
-        except BaseException as exc:
-            self.future.set_exception(exc)
-        else:
-            self.future.set_result(result)
-
-    def result(self, timeout: float = TIMEOUT) -> T:
-        return self.future.result(timeout)
-
-    def exception(self, timeout: float = TIMEOUT) -> Optional[BaseException]:
-        return self.future.exception(timeout)
 
 
 def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
@@ -548,7 +528,7 @@ def test_shutdown_of_a_paused_pool_runs_its_queued_tasks(gate: Gate) -> None:
         pool.pause()
         futures = [pool.submit(record, i) for i in range(3)]
         gate.open()
-        shutting = InThread(pool.shutdown)  # wait=True: it must not hang on the paused queue
+        shutting = in_thread(pool.shutdown)  # wait=True: it must not hang on the paused queue
         assert shutting.result() is None
         assert pool.paused is False
         assert [future.result(0) for future in futures] == [0, 1, 2]
@@ -623,7 +603,7 @@ def test_join_from_several_threads_returns_true_in_each(gate: Gate) -> None:
     with closing(PriorityThreadPoolExecutor(1), gate) as pool:
         hold_worker(pool, gate)
         pool.submit(str, "queued")
-        joiners = [InThread(lambda: joined_promptly(pool)) for _ in range(4)]
+        joiners = [in_thread(lambda: joined_promptly(pool)) for _ in range(4)]
         wait_until(lambda: internals(pool).joiners() == 4, "four threads wait in join()")
         assert not any(joiner.future.done() for joiner in joiners)
         gate.open()
@@ -676,7 +656,7 @@ def test_join_wakes_when_a_worker_expires_the_last_queued_task(
         late = pool.submit(str, "late", timeout=FAR)
         timer_asleep(pool, clock() + FAR)
         clock.advance(2 * FAR)  # the worker, not the timer, will find the task expired
-        joiner = InThread(lambda: pool.join(TIMEOUT))
+        joiner = in_thread(lambda: pool.join(TIMEOUT))
         wait_until(lambda: internals(pool).joiners() == 1, "join() waits")
         gate.open()
         assert late in wait([late], TIMEOUT).done
@@ -867,7 +847,7 @@ def test_block_submit_returns_once_a_task_leaves_the_queue(
         first = pool.submit(record, "first", timeout=FAR if how == "expire" else None)
         pool.submit(record, "second")
         assert pool.statistics().queued == 2
-        blocked = InThread(lambda: pool.submit(record, "third"))
+        blocked = in_thread(lambda: pool.submit(record, "third"))
         wait_blocked(pool)
         assert not blocked.future.done()
         pool._check_invariants()
@@ -891,7 +871,7 @@ def test_block_submit_raises_the_standard_error_if_the_pool_shuts_down_meanwhile
     with closing(PriorityThreadPoolExecutor(1, max_queued=1), gate) as pool:
         hold_worker(pool, gate)
         queued = pool.submit(str, "queued")
-        blocked = InThread(lambda: pool.submit(str, "blocked"))
+        blocked = in_thread(lambda: pool.submit(str, "blocked"))
         wait_blocked(pool)
         pool.shutdown(wait=False)
         error = blocked.exception()
@@ -945,7 +925,7 @@ def test_evict_cancels_the_lowest_ranked_queued_task_and_wakes_its_waiters(gate:
         pool.submit(record, "low-1", priority=Priority.LOW)
         evicted = pool.submit(record, "low-2", priority=Priority.LOW)  # runs last: the worst
         pool.submit(record, "normal")
-        waiter = InThread(lambda: wait([evicted], TIMEOUT))
+        waiter = in_thread(lambda: wait([evicted], TIMEOUT))
         wait_until(lambda: bool(getattr(evicted, "_waiters", True)), "wait() waits")
         newcomer = pool.submit(record, "high", priority=Priority.HIGH)
         assert evicted.cancelled()
@@ -1001,7 +981,7 @@ def test_blocked_submit_expires_if_its_deadline_passes_while_it_waits(
     with closing(pool, gate):
         hold_worker(pool, gate)
         pool.submit(str, "queued")
-        blocked = InThread(lambda: pool.submit(str, "late", timeout=0.02))
+        blocked = in_thread(lambda: pool.submit(str, "late", timeout=0.02))
         wait_blocked(pool)
         clock.advance(1.0)
         late = blocked.result()
@@ -1034,7 +1014,7 @@ def test_blocked_submit_whose_deadline_is_due_at_the_room_check_expires_at_once(
     with closing(pool, gate):
         hold_worker(pool, gate)
         pool.submit(str, "queued")
-        late = InThread(lambda: pool.submit(str, "late", timeout=0.5)).result()
+        late = in_thread(lambda: pool.submit(str, "late", timeout=0.5)).result()
         assert late.cancelled()
         assert late in wait([late], 0).done
         stats = pool.statistics()
@@ -1049,7 +1029,7 @@ def test_blocked_submit_past_its_deadline_is_not_queued_when_room_appears(
     with closing(pool):
         pool.pause()
         filler = pool.submit(str, "filler")
-        blocked = InThread(lambda: pool.submit(str, "late", timeout=FAR))
+        blocked = in_thread(lambda: pool.submit(str, "late", timeout=FAR))
         wait_blocked(pool)
         timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
         clock.advance(2 * FAR)  # not attached: only the blocked submit may notice
@@ -1065,7 +1045,7 @@ def test_a_submit_that_waited_for_room_keeps_its_deadline_armed(clock: FakeClock
     with closing(pool):
         pool.pause()
         filler = pool.submit(str, "filler")
-        blocked = InThread(lambda: pool.submit(str, "late", timeout=FAR))
+        blocked = in_thread(lambda: pool.submit(str, "late", timeout=FAR))
         wait_blocked(pool)
         timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
         assert filler.cancel()
@@ -1135,7 +1115,7 @@ def test_view_submit_blocks_on_a_full_queue_until_room_appears(gate: Gate) -> No
         view = pool.options(priority=Priority.HIGH)
         hold_worker(pool, gate)
         filler = pool.submit(record, "filler")
-        blocked = InThread(lambda: view.submit(record, "through-view"))
+        blocked = in_thread(lambda: view.submit(record, "through-view"))
         wait_blocked(pool)
         assert filler.cancel()
         through_view = blocked.result()
@@ -1151,7 +1131,7 @@ def test_view_submit_blocked_on_a_full_queue_lets_the_views_tasks_finish(gate: G
         view.submit(gate)
         gate.wait_started()
         queued = view.submit(str, "queued")
-        blocked = InThread(lambda: view.submit(str, "blocked"))
+        blocked = in_thread(lambda: view.submit(str, "blocked"))
         wait_blocked(pool)
         gate.open()
         try:

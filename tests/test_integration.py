@@ -19,36 +19,33 @@ import gc
 import logging
 import os
 import random
-import subprocess
 import sys
-import textwrap
 import threading
 import warnings
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, as_completed, wait
 from concurrent.futures.thread import BrokenThreadPool
-from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import pytest
 
-import priority_executor
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
-from support import Recorder, internals, wait_until
+from support import (
+    BROKEN_MESSAGE,
+    EXIT_MESSAGE,
+    EXITING,
+    FORKED_MESSAGE,
+    SHUTDOWN_MESSAGE,
+    Recorder,
+    assert_clean_exit,
+    internals,
+    run_script,
+    wait_until,
+)
 
 T = TypeVar("T")
-
-BROKEN_MESSAGE = "A thread initializer failed, the thread pool is not usable anymore"
-SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
-EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
-FORKED_MESSAGE = "cannot use a pool inherited across os.fork(); create a new pool in the child"
-
-#: The directories that hold the package under test and these helpers, for the subprocesses'
-#: ``sys.path``.
-SRC = Path(priority_executor.__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -73,36 +70,6 @@ def join_all(threads: list[threading.Thread]) -> None:
     for thread in threads:
         thread.join(TIMEOUT)
     assert [t.name for t in threads if t.is_alive()] == []
-
-
-def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the script made of ``parts`` (each dedented) in a fresh interpreter.
-
-    The interpreter imports the package under test from the same directory as this run, and
-    can import this directory's helpers (``from support import internals``).
-    ``TIMEOUT`` is defined for the script. With ``watchdog``, a script still running after
-    twice that dumps every thread's traceback to stderr and exits with status 1.
-    """
-    header = f"TIMEOUT = {TIMEOUT!r}\n"
-    if watchdog:
-        header += (
-            f"import faulthandler\nfaulthandler.dump_traceback_later({2 * TIMEOUT!r}, exit=True)\n"
-        )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), str(TESTS), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-c", header + "".join(textwrap.dedent(part) for part in parts)],
-        capture_output=True,
-        text=True,
-        timeout=3 * TIMEOUT,
-        env=env,
-        check=False,
-    )
-
-
-def assert_clean_exit(result: subprocess.CompletedProcess[str], stdout: list[str]) -> None:
-    """Exit status 0, exactly ``stdout``, and nothing at all on stderr."""
-    assert (result.returncode, result.stdout.splitlines(), result.stderr) == (0, stdout, "")
 
 
 # -- asyncio -------------------------------------------------------------------------------
@@ -242,16 +209,6 @@ def test_cancelling_the_awaiting_task_cancels_the_queued_call(gate: Gate) -> Non
 
 
 # -- interpreter exit and fork (subprocesses) ------------------------------------------------
-
-#: Sets ``exiting`` as the interpreter starts to exit. Hooks registered with
-#: ``threading._register_atexit`` run last-registered first, so this one runs before the
-#: pool's own exit hook, registered when ``priority_executor`` was imported: a task waiting
-#: on ``exiting`` is still running when the pool learns that the interpreter exits.
-EXITING = """
-import threading
-exiting = threading.Event()
-threading._register_atexit(exiting.set)
-"""
 
 
 def test_interpreter_exit_drains_queued_work_behind_a_running_task() -> None:

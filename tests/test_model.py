@@ -28,7 +28,6 @@ A failure names its seed and the operations that led to it; rerun a single seed 
 from __future__ import annotations
 
 import random
-import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -41,7 +40,7 @@ from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
 from priority_executor._policy import Number, WhenFull, aged_key, sort_key
 from priority_executor._queue import Entry, HeapQueue, QueueBase, TaskQueue
-from support import internals
+from support import SHUTDOWN_MESSAGE, exact, internals, queue_full_message
 
 #: Seeds of the default run, and operations per seed.
 FAST_SEEDS = range(50)
@@ -268,10 +267,7 @@ class PoolHarness:
         entry = ModelEntry(ident, priority, model.now, deadline, task)
         evicted = None
         if model.shutdown:
-            refusal: Optional[tuple[type[Exception], str]] = (
-                RuntimeError,
-                "cannot schedule new futures after shutdown",
-            )
+            refusal: Optional[tuple[type[Exception], str]] = (RuntimeError, SHUTDOWN_MESSAGE)
         elif timeout == 0.0 or config.max_queued is None or len(model.queued) < config.max_queued:
             refusal = None
         else:
@@ -280,13 +276,10 @@ class PoolHarness:
             if config.when_full == "evict" and worst is not None and entry.key < worst.key:
                 refusal, evicted = None, worst
             else:
-                refusal = (
-                    QueueFullError,
-                    f"cannot queue the task: max_queued={config.max_queued} tasks wait",
-                )
+                refusal = (QueueFullError, queue_full_message(config.max_queued))
         if refusal is not None:
             error, message = refusal
-            with pytest.raises(error, match="^" + re.escape(message) + "$"):
+            with pytest.raises(error, match=exact(message)):
                 self.pool.submit(task, priority=priority, timeout=timeout)
             model.rejected += 1
             del self.tasks[ident]

@@ -33,11 +33,9 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
 from priority_executor._queue import COMPACT_SLACK
-from support import Recorder, exact, internals, wait_until
+from support import SHUTDOWN_MESSAGE, Recorder, exact, internals, wait_until
 
 T = TypeVar("T")
-
-SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 
 #: How long a test waits for something that must happen "promptly" after the clock moves.
 #: The deadlines below lie 100 fake seconds ahead, so a timer that missed the wake-up and slept

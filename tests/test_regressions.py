@@ -31,8 +31,17 @@ from priority_executor import PoolView, PriorityThreadPoolExecutor, QueueFullErr
 from priority_executor._claim import claim
 from priority_executor._policy import Number
 from priority_executor._queue import NO_KWARGS, Entry, HeapQueue, QueueBase, TaskQueue
-from support import exact, internals, wait_until
-from test_integration import EXITING, FORKED_MESSAGE, run_script
+from support import (
+    EXITING,
+    FORKED_MESSAGE,
+    SHUTDOWN_MESSAGE,
+    InThread,
+    exact,
+    in_thread,
+    internals,
+    run_script,
+    wait_until,
+)
 
 T = TypeVar("T")
 
@@ -47,24 +56,6 @@ HUGE_PRIORITY_MESSAGE = "priority must fit in a float when ageing is set, got an
 
 def make_entry(tag: object, deadline: Optional[float] = None) -> Entry:
     return Entry(Future(), str, (tag,), NO_KWARGS, 0, deadline)
-
-
-class Helper:
-    """Run ``fn`` in a thread of its own; ``outcome()`` joins it and returns what it returned."""
-
-    def __init__(self, fn: Callable[[], object], name: str) -> None:
-        self.results: list[object] = []
-        self.thread = threading.Thread(target=lambda: self.results.append(fn()), name=name)
-
-    def start(self) -> Helper:
-        self.thread.start()
-        return self
-
-    def outcome(self) -> object:
-        self.thread.join(TIMEOUT)
-        assert not self.thread.is_alive(), f"{self.thread.name} is still blocked"
-        assert len(self.results) == 1, f"{self.thread.name} raised"
-        return self.results[0]
 
 
 def unexpected_state(future: Future[Any]) -> tuple[int, str]:
@@ -152,7 +143,7 @@ def test_cancel_while_set_priority_moves_the_task_unqueues_it_and_wakes_waiters(
         queue = internals(pool).queue
         entries = WatchedEntries(queue.entries, task)
         monkeypatch.setattr(queue, "entries", entries)
-        canceller = Helper(task.cancel, "canceller")
+        canceller = InThread(task.cancel, "canceller")
         real_push = queue.push
 
         def push(entry: Entry, key: Number) -> None:
@@ -165,7 +156,7 @@ def test_cancel_while_set_priority_moves_the_task_unqueues_it_and_wakes_waiters(
 
         monkeypatch.setattr(queue, "push", push)
         assert pool.set_priority(task, 5)
-        assert canceller.outcome() is True
+        assert canceller.result() is True
         assert entries.answers == [True], "the hook found the future missing"
         assert wait([task], timeout=0).done == {task}, "wait() was not woken"
         assert len(queue) == 0, "the cancelled task stays queued"
@@ -273,7 +264,7 @@ def test_interpreter_exit_with_a_paused_pool_and_busy_pools_drains_them_all(
 
 def shut_down_in_time(pool: PriorityThreadPoolExecutor) -> None:
     """``pool.shutdown(wait=True)`` from a helper thread, which must return within TIMEOUT."""
-    Helper(pool.shutdown, "shutdown").start().outcome()
+    in_thread(pool.shutdown, "shutdown").result()
 
 
 def test_an_interrupt_in_thread_start_after_the_worker_arrived_loses_nothing(
@@ -458,8 +449,8 @@ def test_a_view_submit_in_flight_when_the_view_shuts_down_is_refused(
         gate.wait_started()
         ran = threading.Event()
 
-        submitter = Helper(functools.partial(submit_or_refusal, view, ran.set), "submitter")
-        closer = Helper(lambda: view.shutdown(wait=True), "closer")
+        submitter = InThread(functools.partial(submit_or_refusal, view, ran.set), "submitter")
+        closer = InThread(lambda: view.shutdown(wait=True), "closer")
         closer_waits = threading.Event()
         counted_in: list[str] = []
 
@@ -474,11 +465,11 @@ def test_a_view_submit_in_flight_when_the_view_shuts_down_is_refused(
         lock.after_release = after_release
         submitter.start()
         closer.start()
-        error = submitter.outcome()
-        assert closer.outcome() is None
+        error = submitter.result()
+        assert closer.result() is None
         assert counted_in == ["submitter"]
         assert type(error) is RuntimeError
-        assert str(error) == "cannot schedule new futures after shutdown"
+        assert str(error) == SHUTDOWN_MESSAGE
         gate.open()
         assert pool.join(TIMEOUT)
         assert not ran.is_set()
@@ -505,13 +496,12 @@ def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_do
         filler = pool.submit(str, "filler")  # the queue is full
         ran = threading.Event()
 
-        submitter = Helper(functools.partial(submit_or_refusal, view, ran.set), "submitter")
-        submitter.start()
+        submitter = in_thread(functools.partial(submit_or_refusal, view, ran.set), "submitter")
         wait_until(lambda: internals(pool).blocked() == 1, "the view's submit blocks for room")
         view.shutdown(wait=wait_, cancel_futures=cancel_futures)
-        error = submitter.outcome()
+        error = submitter.result()
         assert type(error) is RuntimeError
-        assert str(error) == "cannot schedule new futures after shutdown"
+        assert str(error) == SHUTDOWN_MESSAGE
         assert not filler.done(), "the view's shutdown touched a task of the pool"
         gate.open()
         assert filler.result(TIMEOUT) == "filler"

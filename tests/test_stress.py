@@ -54,6 +54,7 @@ import pytest
 
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
 from priority_executor._policy import WhenFull
+from support import SHUTDOWN_MESSAGE, queue_full_message
 
 #: Calls to ``submit`` per ``-m slow`` run of this module, over all of ``RUNS``. From 10 to 25 %
 #: are refused (by the shutdown, or by a full queue, depending on thread scheduling), so over a
@@ -352,7 +353,7 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
         0,
     )
     figures["moved"] = stream.moved
-    full_message = f"cannot queue the task: max_queued={run.max_queued} tasks wait"
+    full_message = queue_full_message(run.max_queued)
     submitters = {f"stress-submitter-{k}" for k in range(SUBMITTERS)}
     cancellers = {f"stress-canceller-{k}" for k in range(CANCELLERS)}
 
@@ -372,7 +373,7 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
         if future is None:
             if runs:
                 problem(i, "ran although submit raised")
-            if stream.rejected[i] == "cannot schedule new futures after shutdown":
+            if stream.rejected[i] == SHUTDOWN_MESSAGE:
                 figures["rejected"] += 1
             elif stream.rejected[i] == full_message and run.when_full in ("raise", "evict"):
                 figures["rejected_full"] += 1
