@@ -14,14 +14,16 @@ import sys
 import textwrap
 import threading
 import time
-from concurrent.futures import Future
+from collections.abc import Iterator
+from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 import pytest
 
 import priority_executor
-from conftest import TIMEOUT
+from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, PriorityThreadPoolExecutor
 from priority_executor._queue import QueueBase
 from priority_executor._scheduler import Scheduler
@@ -37,6 +39,25 @@ SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
 BROKEN_MESSAGE = "A thread initializer failed, the thread pool is not usable anymore"
 FORKED_MESSAGE = "cannot use a pool inherited across os.fork(); create a new pool in the child"
+
+
+#: An int beyond the range of a float: ``float(HUGE)`` raises OverflowError.
+HUGE = 10**400
+
+#: ``ageing=None`` and an ageing: the queue's two orderings (FIFO buckets, one heap), for a
+#: test that must hold under both.
+AGEING = [None, 2.0]
+
+#: A queue deadline far enough ahead, in fake seconds, that only a moved clock reaches it; a
+#: timer that slept until it in real seconds would fail the test instead of passing it late.
+FAR = 100.0
+
+#: How long a test waits for something that must happen "promptly" after the clock moves.
+PROMPT = 2.0
+
+#: How long a test waits for what a correct pool does in milliseconds: short, so that a
+#: regression fails fast instead of waiting out TIMEOUT.
+STUCK = 1.0
 
 
 def queue_full_message(max_queued: Optional[int]) -> str:
@@ -112,54 +133,6 @@ class InThread(Generic[T]):
 def in_thread(fn: Callable[[], T], name: Optional[str] = None) -> InThread[T]:
     """Start running ``fn()`` in a thread of its own."""
     return InThread(fn, name).start()
-
-
-# -- scripts in a fresh interpreter --------------------------------------------------------------
-
-#: The directories that hold the package under test and these helpers, for the subprocesses'
-#: ``sys.path``.
-SRC = Path(priority_executor.__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
-
-#: Sets ``exiting`` as the interpreter starts to exit. Hooks registered with
-#: ``threading._register_atexit`` run last-registered first, so this one runs before the
-#: pool's own exit hook, registered when ``priority_executor`` was imported: a task waiting
-#: on ``exiting`` is still running when the pool learns that the interpreter exits.
-EXITING = """
-import threading
-exiting = threading.Event()
-threading._register_atexit(exiting.set)
-"""
-
-
-def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the script made of ``parts`` (each dedented) in a fresh interpreter.
-
-    The interpreter imports the package under test from the same directory as this run, and
-    can import this directory's helpers (``from support import internals``).
-    ``TIMEOUT`` is defined for the script. With ``watchdog``, a script still running after
-    twice that dumps every thread's traceback to stderr and exits with status 1.
-    """
-    header = f"TIMEOUT = {TIMEOUT!r}\n"
-    if watchdog:
-        header += (
-            f"import faulthandler\nfaulthandler.dump_traceback_later({2 * TIMEOUT!r}, exit=True)\n"
-        )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), str(TESTS), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-c", header + "".join(textwrap.dedent(part) for part in parts)],
-        capture_output=True,
-        text=True,
-        timeout=3 * TIMEOUT,
-        env=env,
-        check=False,
-    )
-
-
-def assert_clean_exit(result: subprocess.CompletedProcess[str], stdout: list[str]) -> None:
-    """Exit status 0, exactly ``stdout``, and nothing at all on stderr."""
-    assert (result.returncode, result.stdout.splitlines(), result.stderr) == (0, stdout, "")
 
 
 # -- the pool's private state ------------------------------------------------------------------
@@ -250,3 +223,141 @@ def internals(pool: Union[PriorityThreadPoolExecutor, PoolView]) -> Internals:
     if isinstance(pool, PoolView):
         pool = pool._pool
     return Internals(pool._scheduler)
+
+
+# -- a pool held by a gate ----------------------------------------------------------------------
+
+
+def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:
+    """Occupy one worker (with ``max_workers=1``, the pool's only one) until ``gate`` opens."""
+    blocker = pool.submit(gate)
+    gate.wait_started()
+    return blocker
+
+
+@contextmanager
+def held_pool(
+    gate: Gate, clock: Optional[FakeClock] = None, *, attach: bool = True
+) -> Iterator[PriorityThreadPoolExecutor]:
+    """A one-worker pool whose worker is held by ``gate`` until the test opens it.
+
+    On the way out the gate opens before the pool shuts down, so a failing test never waits
+    for the gate to time out. With ``attach``, moving ``clock`` wakes the pool's timer.
+    """
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock or time.monotonic)
+    if clock is not None and attach:
+        clock.attach(pool)
+    try:
+        hold_worker(pool, gate)
+        yield pool
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@contextmanager
+def closing(pool: PriorityThreadPoolExecutor, *gates: Gate) -> Iterator[PriorityThreadPoolExecutor]:
+    """Yield ``pool``; on the way out open ``gates`` and shut it down, cancelling what waits."""
+    try:
+        yield pool
+    finally:
+        for gate in gates:
+            gate.open()
+        pool.shutdown(cancel_futures=True)
+
+
+def joined_promptly(pool: PriorityThreadPoolExecutor) -> bool:
+    """``pool.join(TIMEOUT)``, True only if it returned before its timeout.
+
+    On a timeout ``join`` re-checks and may return True, so only the time taken tells that
+    it was woken when the pool became idle rather than at the end of its timeout.
+    """
+    started = time.monotonic()
+    idle = pool.join(TIMEOUT)
+    return idle and time.monotonic() - started < TIMEOUT
+
+
+def run_to_idle(pool: PriorityThreadPoolExecutor, gate: Gate) -> None:
+    """Open ``gate`` and wait until nothing is queued or running."""
+    gate.open()
+    assert joined_promptly(pool), "the pool did not become idle"
+    pool._check_invariants()
+
+
+def assert_done_promptly(*futures: Future[Any]) -> None:
+    """Every one of ``futures`` is done within PROMPT seconds."""
+    started = time.perf_counter()
+    not_done = wait(futures, timeout=PROMPT).not_done
+    assert not not_done, f"not done within {PROMPT} s: {not_done}"
+    assert time.perf_counter() - started < PROMPT
+
+
+def assert_nothing_queued(pool: PriorityThreadPoolExecutor) -> None:
+    """Nothing is queued, no thread was started, and the invariants hold."""
+    assert internals(pool).queued() == 0
+    assert len(pool._threads) == 0
+    pool._check_invariants()
+
+
+def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
+    """Wait until ``count`` submits are blocked on the pool's full queue."""
+    pool_internals = internals(pool)
+    wait_until(
+        lambda: pool_internals.blocked() == count, f"{count} submit(s) block on the full queue"
+    )
+
+
+def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = None) -> None:
+    """Wait until the deadline timer has handled every wake-up and sleeps until ``target``."""
+    pool_internals = internals(pool)
+    wait_until(
+        lambda: pool_internals.timer_sleeps_until(target), f"the timer sleeps until {target}"
+    )
+
+
+# -- scripts in a fresh interpreter --------------------------------------------------------------
+
+#: The directories that hold the package under test and these helpers, for the subprocesses'
+#: ``sys.path``.
+SRC = Path(priority_executor.__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+#: Sets ``exiting`` as the interpreter starts to exit. Hooks registered with
+#: ``threading._register_atexit`` run last-registered first, so this one runs before the
+#: pool's own exit hook, registered when ``priority_executor`` was imported: a task waiting
+#: on ``exiting`` is still running when the pool learns that the interpreter exits.
+EXITING = """
+import threading
+exiting = threading.Event()
+threading._register_atexit(exiting.set)
+"""
+
+
+def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the script made of ``parts`` (each dedented) in a fresh interpreter.
+
+    The interpreter imports the package under test from the same directory as this run, and
+    can import this directory's helpers (``from support import internals``).
+    ``TIMEOUT`` is defined for the script. With ``watchdog``, a script still running after
+    twice that dumps every thread's traceback to stderr and exits with status 1.
+    """
+    header = f"TIMEOUT = {TIMEOUT!r}\n"
+    if watchdog:
+        header += (
+            f"import faulthandler\nfaulthandler.dump_traceback_later({2 * TIMEOUT!r}, exit=True)\n"
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), str(TESTS), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", header + "".join(textwrap.dedent(part) for part in parts)],
+        capture_output=True,
+        text=True,
+        timeout=3 * TIMEOUT,
+        env=env,
+        check=False,
+    )
+
+
+def assert_clean_exit(result: subprocess.CompletedProcess[str], stdout: list[str]) -> None:
+    """Exit status 0, exactly ``stdout``, and nothing at all on stderr."""
+    assert (result.returncode, result.stdout.splitlines(), result.stderr) == (0, stdout, "")

@@ -1,5 +1,6 @@
-"""Integration and race tests: the pool among asyncio, the interpreter's exit, ``fork``, the
-garbage collector and faults, and the races that decide whether a queued task runs.
+"""Integration and race tests: the pool among asyncio, the garbage collector and faults, and
+the races that decide whether a queued task runs. (The interpreter's exit and ``fork``:
+test_lifecycle.py.)
 
 The races run thousands of iterations each, on real threads and (for deadlines) the real
 clock, and check only what must hold whatever the interleaving: no task is both cancelled and
@@ -7,8 +8,8 @@ run, every future is done, a ``cancel()`` that returned True means the task neve
 ``concurrent.futures`` logged nothing (``Future in unexpected state`` is logged at critical
 level when the claim step is taken twice).
 
-Tests whose failure mode is a deadlock or a broken interpreter exit run a script in a
-subprocess, so a hang fails that test instead of freezing the whole run.
+Tests whose failure mode is a deadlock run a script in a subprocess, so a hang fails that test
+instead of freezing the whole run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import contextvars
 import gc
 import logging
-import os
 import random
 import sys
 import threading
@@ -34,9 +34,6 @@ from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
 from support import (
     BROKEN_MESSAGE,
-    EXIT_MESSAGE,
-    EXITING,
-    FORKED_MESSAGE,
     SHUTDOWN_MESSAGE,
     Recorder,
     assert_clean_exit,
@@ -208,88 +205,7 @@ def test_cancelling_the_awaiting_task_cancels_the_queued_call(gate: Gate) -> Non
     assert recorder.ran == ["after"]
 
 
-# -- interpreter exit and fork (subprocesses) ------------------------------------------------
-
-
-def test_interpreter_exit_drains_queued_work_behind_a_running_task() -> None:
-    result = run_script(
-        """
-        import atexit, threading
-        from priority_executor import Priority, PriorityThreadPoolExecutor
-        """,
-        EXITING,
-        """
-        pool = PriorityThreadPoolExecutor(max_workers=1)
-        started = threading.Event()
-
-        def blocker():
-            started.set()
-            assert exiting.wait(TIMEOUT), "the interpreter never started to exit"
-            print("blocker done", flush=True)
-
-        def at_exit():
-            # atexit handlers run after the pool's workers were joined.
-            print("atexit, workers alive:", [t.is_alive() for t in workers], flush=True)
-            try:
-                pool.submit(print, "too late")
-            except RuntimeError as exc:
-                print("submit at exit:", exc, flush=True)
-
-        pool.submit(blocker)
-        assert started.wait(TIMEOUT)
-        workers = list(pool._threads)
-        pool.submit(print, "low", flush=True, priority=Priority.LOW)
-        pool.submit(print, "high", flush=True, priority=Priority.HIGH)
-        pool.submit(print, "normal", flush=True)
-        atexit.register(at_exit)
-        print("main done", flush=True)
-        """,
-    )
-    assert_clean_exit(
-        result,
-        [
-            "main done",
-            "blocker done",
-            "high",
-            "normal",
-            "low",
-            "atexit, workers alive: [False]",
-            f"submit at exit: {EXIT_MESSAGE}",
-        ],
-    )
-
-
-def test_interpreter_exit_with_a_pool_dropped_without_shutdown() -> None:
-    result = run_script(
-        """
-        import gc, threading, weakref
-        from priority_executor import PriorityThreadPoolExecutor
-        """,
-        EXITING,
-        """
-        started = threading.Event()
-
-        def blocker():
-            started.set()
-            assert exiting.wait(TIMEOUT), "the interpreter never started to exit"
-            print("blocker done", flush=True)
-
-        def start_work():
-            pool = PriorityThreadPoolExecutor(max_workers=1)
-            pool.submit(blocker)
-            assert started.wait(TIMEOUT)
-            for i in range(3):
-                pool.submit(print, "task", i, flush=True, timeout=10 * TIMEOUT)
-            return weakref.ref(pool)
-
-        pool_ref = start_work()
-        gc.collect()
-        print("pool collected:", pool_ref() is None, flush=True)
-        """,
-    )
-    assert_clean_exit(
-        result, ["pool collected: True", "blocker done", "task 0", "task 1", "task 2"]
-    )
+# -- deadlocks (subprocesses) ---------------------------------------------------------------
 
 
 def test_pool_collected_by_its_own_thread_while_it_holds_the_lock_does_not_deadlock() -> None:
@@ -418,77 +334,6 @@ def test_view_shutdown_from_a_done_callback_in_the_only_worker_does_not_deadlock
         """
     )
     assert_clean_exit(result, ["second ran"])
-
-
-FORK_SCRIPT = """
-import os, signal, sys, threading, warnings
-from concurrent.futures.thread import BrokenThreadPool
-from priority_executor import Priority, PriorityThreadPoolExecutor
-
-FORKS = 20
-FORKED_MESSAGE = {forked_message!r}
-pool = PriorityThreadPoolExecutor(max_workers=4)
-stop = threading.Event()
-submitted = threading.Semaphore(0)
-
-def submitter():
-    # Submit to the shared pool and start and stop pools of our own, so that forks land
-    # in the middle of submits, of thread starts and of shutdowns.
-    while not stop.is_set():
-        pool.submit(abs, -1, priority=Priority.HIGH)
-        with PriorityThreadPoolExecutor(max_workers=2) as own:
-            own.submit(abs, -2, timeout=TIMEOUT)
-        submitted.release()
-
-def child():
-    signal.alarm(int(TIMEOUT))  # a hung child dies instead of hanging its parent
-    try:
-        pool.submit(abs, -3)
-    except BrokenThreadPool as exc:
-        assert str(exc) == FORKED_MESSAGE, exc
-    else:
-        raise AssertionError("the inherited pool accepted work")
-    pool.shutdown()
-    with PriorityThreadPoolExecutor(max_workers=2) as fresh:
-        assert fresh.submit(abs, -4, priority=Priority.HIGH).result(TIMEOUT) == 4
-        assert fresh.submit(abs, -5, timeout=TIMEOUT).result(TIMEOUT) == 5
-        assert list(fresh.map(abs, [-6, -7], timeout=TIMEOUT)) == [6, 7]
-    print("child ok", flush=True)
-
-def fork_children():
-    statuses = []
-    for _ in range(FORKS):
-        assert submitted.acquire(timeout=TIMEOUT)
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about forking a multi-threaded process: that is the point.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:
-            child()
-            sys.exit(0)  # a normal interpreter exit, with its exit hooks
-        _, status = os.waitpid(pid, 0)  # bounded by the child's alarm
-        statuses.append(os.waitstatus_to_exitcode(status))
-    return statuses
-
-submitters = [threading.Thread(target=submitter) for _ in range(3)]
-for thread in submitters:
-    thread.start()
-statuses = fork_children()
-stop.set()
-for thread in submitters:
-    thread.join(TIMEOUT)
-assert pool.submit(abs, -8).result(TIMEOUT) == 8  # the parent's pool is unaffected
-pool.shutdown()
-print("exit statuses:", sorted(set(statuses)), flush=True)
-"""
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_fork_while_other_threads_submit_gives_a_usable_child() -> None:
-    # No faulthandler watchdog: its helper thread does not survive fork, and a child would
-    # wait for it at exit. Each child has an alarm instead; the parent, run()'s timeout.
-    result = run_script(FORK_SCRIPT.format(forked_message=FORKED_MESSAGE), watchdog=False)
-    assert_clean_exit(result, ["child ok"] * 20 + ["exit statuses: [0]"])
 
 
 # -- initializer -----------------------------------------------------------------------------

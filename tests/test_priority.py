@@ -1,5 +1,7 @@
 """What only PriorityThreadPoolExecutor does: priorities, queue deadlines, prompt cancellation,
-the options view and compaction of the queue's storage.
+shutdown and compaction of the queue's storage. (Each of its other features has a file of its
+own: test_ageing.py, test_set_priority.py, test_pause.py, test_join.py, test_statistics.py,
+test_backpressure.py, test_view.py for the options view and test_map.py.)
 
 Order is observed with a gate: one worker (``max_workers=1``) is held by a task waiting on an
 event, the work under test is queued behind it, the gate opens, and the order in which the
@@ -13,75 +15,43 @@ import math
 import random
 import sys
 import threading
-import time
-from collections.abc import Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     CancelledError,
-    Executor,
     Future,
     ThreadPoolExecutor,
     as_completed,
     wait,
 )
-from contextlib import contextmanager
 from fractions import Fraction
-from typing import Any, TypeVar, cast
+from typing import Any, Optional, TypeVar, cast
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
-from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
+from priority_executor import Priority, PriorityThreadPoolExecutor
 from priority_executor._queue import COMPACT_SLACK
-from support import SHUTDOWN_MESSAGE, Recorder, exact, internals, wait_until
+from support import (
+    FAR,
+    HUGE,
+    PROMPT,
+    SHUTDOWN_MESSAGE,
+    Recorder,
+    assert_done_promptly,
+    assert_nothing_queued,
+    exact,
+    held_pool,
+    hold_worker,
+    internals,
+)
 
 T = TypeVar("T")
-
-#: How long a test waits for something that must happen "promptly" after the clock moves.
-#: The deadlines below lie 100 fake seconds ahead, so a timer that missed the wake-up and slept
-#: until the deadline in real seconds would fail the test rather than pass it late.
-PROMPT = 2.0
-FAR = 100.0
-
-
-def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:
-    """Occupy the pool's only worker until ``gate`` opens."""
-    blocker = pool.submit(gate)
-    gate.wait_started()
-    return blocker
-
-
-@contextmanager
-def held_pool(
-    gate: Gate, clock: FakeClock | None = None, *, attach: bool = True
-) -> Iterator[PriorityThreadPoolExecutor]:
-    """A one-worker pool whose worker is held by ``gate`` until the test opens it.
-
-    On the way out the gate opens before the pool shuts down, so a failing test never waits
-    for the gate to time out. With ``attach``, moving ``clock`` wakes the pool's timer.
-    """
-    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock or time.monotonic)
-    if clock is not None and attach:
-        clock.attach(pool)
-    try:
-        hold_worker(pool, gate)
-        yield pool
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 def fake_clock_pool(clock: FakeClock, max_workers: int = 1) -> PriorityThreadPoolExecutor:
     pool = PriorityThreadPoolExecutor(max_workers=max_workers, clock=clock)
     clock.attach(pool)
     return pool
-
-
-def assert_done_promptly(*futures: Future[Any]) -> None:
-    started = time.perf_counter()
-    not_done = wait(futures, timeout=PROMPT).not_done
-    assert not not_done, f"not done within {PROMPT} s: {not_done}"
-    assert time.perf_counter() - started < PROMPT
 
 
 # -- class shape ----------------------------------------------------------------------------
@@ -253,12 +223,6 @@ BAD_TIMEOUTS = [
     (-math.inf, ValueError, "timeout must be a non-negative number, got -inf (float)"),
     (math.nan, ValueError, "timeout must be a non-negative number, got nan (float)"),
 ]
-
-
-def assert_nothing_queued(pool: PriorityThreadPoolExecutor) -> None:
-    assert internals(pool).queued() == 0
-    assert len(pool._threads) == 0
-    pool._check_invariants()
 
 
 @pytest.mark.parametrize(("priority", "error", "message"), BAD_PRIORITIES)
@@ -506,6 +470,35 @@ def test_huge_timeout_never_expires_and_keeps_other_deadlines_working(
         threading.excepthook = previous_hook
 
 
+# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
+# an int timeout beyond float range.
+# Before: timeout=10**400 raised OverflowError instead of meaning "no deadline".
+
+
+@pytest.mark.parametrize("ageing", [None, 1.0])
+def test_a_timeout_beyond_float_range_means_no_deadline(
+    clock: FakeClock, gate: Gate, ageing: Optional[float]
+) -> None:
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, ageing=ageing)
+    clock.attach(pool)
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        patient = pool.submit(str, "patient", timeout=HUGE)
+        pool_internals = internals(pool)
+        with pool_internals.lock:
+            assert pool_internals.queue.deadline_count == 0
+            assert pool_internals.timer.thread is None, "a deadline timer was started"
+        clock.advance(1e300)
+        assert not patient.done()
+        pool._check_invariants()
+        gate.open()
+        assert patient.result(TIMEOUT) == "patient"
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
 # -- cancellation ---------------------------------------------------------------------------
 
 
@@ -673,194 +666,6 @@ def test_shutdown_wait_from_inside_a_task_returns_without_waiting_for_the_pool()
         release.set()
         pool.shutdown()
     assert not any(t.is_alive() for t in pool._threads)
-
-
-# -- the options view -----------------------------------------------------------------------
-
-
-def test_view_forwards_keywords_named_priority_and_timeout_to_fn() -> None:
-    def echo(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return args, kwargs
-
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        view = pool.options(priority=Priority.HIGH, timeout=FAR)
-        future = view.submit(echo, 1, priority="p", timeout="t", fn="f")
-        args, kwargs = future.result(timeout=TIMEOUT)
-        assert args == (1,)
-        assert kwargs == {"priority": "p", "timeout": "t", "fn": "f"}
-
-
-def test_view_is_an_executor_with_its_options() -> None:
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        view = pool.options(priority=3, timeout=2)
-        assert isinstance(view, Executor)
-        assert isinstance(view, PoolView)
-        assert view.priority == 3
-        assert view.timeout == 2.0
-        default = pool.options()
-        assert default.priority == Priority.NORMAL
-        assert default.timeout is None
-
-
-def test_view_applies_its_priority(gate: Gate) -> None:
-    record = Recorder()
-    with held_pool(gate) as pool:
-        urgent = pool.options(priority=Priority.HIGH)
-        pool.submit(record, "normal")
-        urgent.submit(record, "urgent")
-        pool.options(priority=Priority.LOW).submit(record, "low")
-        pool.submit(record, "highest", priority=2)
-        gate.open()
-    assert record.ran == ["highest", "urgent", "normal", "low"]
-
-
-def test_view_applies_its_queue_timeout(clock: FakeClock, gate: Gate) -> None:
-    record = Recorder()
-    with held_pool(gate, clock) as pool:
-        view = pool.options(timeout=FAR)
-        expiring = view.submit(record, "view", timeout="for fn")
-        staying = pool.submit(record, "pool")
-        clock.advance(FAR)
-        assert_done_promptly(expiring)
-        assert expiring.cancelled()
-        gate.open()
-        assert staying.result(timeout=TIMEOUT) == "pool"
-    assert record.ran == ["pool"]
-
-
-def test_view_shutdown_closes_the_view_only() -> None:
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        view = pool.options(priority=Priority.HIGH)
-        assert view.submit(int, "1").result(timeout=TIMEOUT) == 1
-        view.shutdown()
-        view.shutdown()  # idempotent
-        with pytest.raises(RuntimeError, match=exact(SHUTDOWN_MESSAGE)):
-            view.submit(int, "2")
-        assert not pool._shutdown
-        assert pool.submit(int, "3").result(timeout=TIMEOUT) == 3
-        assert pool.options().submit(int, "4").result(timeout=TIMEOUT) == 4
-
-
-def test_view_context_manager_closes_the_view_and_waits_for_its_tasks(gate: Gate) -> None:
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(gate)
-        with pool.options() as view:
-            futures = [view.submit(int, str(i)) for i in range(3)]
-            gate.open()
-        assert [f.result(timeout=0) for f in futures] == [0, 1, 2]
-        with pytest.raises(RuntimeError, match=exact(SHUTDOWN_MESSAGE)):
-            view.submit(int)
-        assert pool.submit(int, "5").result(timeout=TIMEOUT) == 5
-
-
-def test_view_shutdown_wait_returns_only_after_its_tasks_are_done(gate: Gate) -> None:
-    seen: list[list[bool]] = []
-    with held_pool(gate) as pool:
-        view = pool.options()
-        futures = [view.submit(int, str(i)) for i in range(3)]
-
-        def close_view() -> None:
-            view.shutdown(wait=True)
-            seen.append([f.done() for f in futures])
-
-        closer = threading.Thread(target=close_view)
-        closer.start()
-        gate.open()
-        closer.join(TIMEOUT)
-        assert not closer.is_alive()
-    assert seen == [[True, True, True]]
-
-
-def test_view_shutdown_cancel_futures_cancels_only_its_queued_tasks(gate: Gate) -> None:
-    record = Recorder()
-    with held_pool(gate) as pool:
-        view = pool.options(priority=Priority.HIGH)
-        direct = pool.submit(record, "direct")
-        through_view = [view.submit(record, f"view {i}") for i in range(3)]
-        other_view = pool.options(priority=Priority.HIGH).submit(record, "other view")
-        view.shutdown(wait=False, cancel_futures=True)
-        assert all(f.cancelled() for f in through_view)
-        assert_done_promptly(*through_view)
-        assert not direct.done()
-        gate.open()
-        assert direct.result(timeout=TIMEOUT) == "direct"
-        assert other_view.result(timeout=TIMEOUT) == "other view"
-        assert not pool._shutdown
-    assert record.ran == ["other view", "direct"]
-
-
-def test_view_of_a_shut_down_pool_refuses_work() -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=1)
-    view = pool.options()
-    pool.shutdown()
-    with pytest.raises(RuntimeError, match=exact(SHUTDOWN_MESSAGE)):
-        view.submit(int)
-
-
-def test_view_map_applies_its_priority_and_forwards_no_options(gate: Gate) -> None:
-    record = Recorder()
-    with held_pool(gate) as pool:
-        pool.submit(record, "normal")
-        results = pool.options(priority=Priority.HIGH).map(record, ["a", "b"], timeout=TIMEOUT)
-        gate.open()
-        assert list(results) == ["a", "b"]
-    assert record.ran == ["a", "b", "normal"]
-
-
-# -- map ------------------------------------------------------------------------------------
-
-
-def test_map_with_priority_runs_before_lower_priority_work(gate: Gate) -> None:
-    record = Recorder()
-    with held_pool(gate) as pool:
-        pool.submit(record, "normal")
-        low = pool.map(record, ["low 1", "low 2"], priority=Priority.LOW)
-        high = pool.map(record, ["high 1", "high 2"], priority=Priority.HIGH)
-        gate.open()
-        assert list(high) == ["high 1", "high 2"]
-        assert list(low) == ["low 1", "low 2"]
-    assert record.ran == ["high 1", "high 2", "normal", "low 1", "low 2"]
-
-
-def test_map_with_buffersize_queues_refills_at_its_priority() -> None:
-    record = Recorder()
-    started = threading.Event()
-    release = threading.Event()
-    consumed: list[list[int]] = []
-
-    def work(x: int) -> int:
-        record(x)
-        if x == 0:
-            started.set()
-            assert release.wait(TIMEOUT)
-        return x
-
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            results = pool.map(work, range(3), buffersize=1, priority=Priority.HIGH)
-            assert started.wait(TIMEOUT)  # call 0 holds the only worker
-            pool.submit(record, "normal")
-            # The consumer's first next() queues call 1, then waits for call 0.
-            consumer = threading.Thread(target=lambda: consumed.append(list(results)))
-            consumer.start()
-            wait_until(lambda: internals(pool).queued() == 2, "call 1 is queued")
-        finally:
-            release.set()
-        consumer.join(TIMEOUT)
-        assert not consumer.is_alive()
-    assert consumed == [[0, 1, 2]]
-    # Call 1, queued after "normal" but at a higher priority, ran first.
-    assert record.ran[:2] == [0, 1]
-    assert sorted(map(str, record.ran)) == ["0", "1", "2", "normal"]
-
-
-def test_map_rejects_bad_buffersize_on_every_python() -> None:
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        with pytest.raises(TypeError, match=exact("buffersize must be an integer or None")):
-            pool.map(int, ["1"], buffersize=cast(Any, "1"))
-        with pytest.raises(ValueError, match=exact("buffersize must be None or > 0")):
-            pool.map(int, ["1"], buffersize=0)
-        assert_nothing_queued(pool)
 
 
 # -- invariants and memory ------------------------------------------------------------------

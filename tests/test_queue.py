@@ -4,8 +4,9 @@ Both orderings, :class:`TaskQueue` (a FIFO bucket per key) and :class:`HeapQueue
 promise the same thing: entries come out by ``(key, submission order)``. The ``queue``
 fixture runs each shared test against both. Every operation goes through
 :class:`CheckedQueue`, which runs ``_check_invariants()`` after each call, so a test that
-drives a queue also checks it after every step. The last tests corrupt a queue on purpose to
-show that the checker can fail.
+drives a queue also checks it after every step (the regression tests that wrap a queue's own
+methods drive it directly, and call the checker themselves). The last tests corrupt a queue on
+purpose to show that the checker can fail.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from concurrent.futures import Future
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -317,6 +318,128 @@ def test_worst_skips_entries_that_already_left(queue: CheckedQueue) -> None:
     assert queue.worst() is kept
 
 
+# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
+# the worst queued entry, for eviction.
+# Before: TaskQueue.worst() rescanned the tombstones left by earlier evictions on every call
+# (quadratic eviction), and HeapQueue.worst() scanned the whole heap; HeapQueue now takes
+# ``track_worst`` and keeps a second heap. The random test's "buckets" case passed before
+# (the answer was right, only slow); its "heap-tracked" case could not run there.
+
+
+def test_task_queue_worst_drops_trailing_tombstones() -> None:
+    queue = TaskQueue()
+    best = [make_entry(f"best{i}") for i in range(2)]
+    rest = [make_entry(f"rest{i}") for i in range(5)]
+    for entry in best:
+        queue.push(entry, -1)
+    for entry in rest:
+        queue.push(entry, 0)
+    for entry in rest[2:]:
+        queue.remove(entry)  # three tombstones at the tail of the worst bucket
+    assert queue.stored == 7
+    assert queue.worst() is rest[1]
+    assert queue.stored == 4, "the tombstones behind the worst entry were kept"
+    queue._check_invariants()
+    # Evicting one after another: each worst() finds the next at the tail at once.
+    for expected, stored in [(rest[1], 3), (rest[0], 2), (best[1], 1)]:
+        worst = queue.worst()
+        assert worst is expected
+        queue.remove(worst)
+        assert queue.worst() is not expected
+        assert queue.stored == stored
+        queue._check_invariants()
+    assert queue.worst() is best[0]
+    assert [e.args[0] for e in iter(queue.pop, None)] == ["best0"]
+    queue._check_invariants()
+
+
+@pytest.mark.parametrize(
+    "make_queue", [TaskQueue, lambda: HeapQueue(track_worst=True)], ids=["buckets", "heap-tracked"]
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_worst_matches_a_scan_of_the_live_entries_on_random_operations(
+    make_queue: Callable[[], QueueBase], seed: int
+) -> None:
+    rng = random.Random(seed)
+    queue = make_queue()
+    order = iter(range(10**9))
+    # The model: each queued future's (key, order of its latest push or requeue).
+    model: dict[Future[Any], tuple[Number, int]] = {}
+    for step in range(600):
+        op = rng.random()
+        if op < 0.45 or not model:
+            key: Number = rng.choice([-2, -1, 0, 0.5, 1, 3])
+            entry = make_entry(step, deadline=rng.choice([None, 5.0]))
+            queue.push(entry, key)
+            model[entry.future] = (key, next(order))
+        elif op < 0.6:
+            future = rng.choice(list(model))
+            found = queue.find(future)
+            assert found is not None
+            queue.remove(found)
+            del model[future]
+        elif op < 0.7:
+            future = rng.choice(list(model))
+            found = queue.find(future)
+            assert found is not None
+            key = rng.choice([-2, -1, 0, 0.5, 1, 3])
+            queue.requeue(found, key)
+            model[future] = (key, next(order))
+        elif op < 0.8:
+            popped = queue.pop()
+            assert popped is not None
+            assert popped.future is min(model, key=model.__getitem__)
+            del model[popped.future]
+        else:  # evict, as submit does on a full queue
+            worst = queue.worst()
+            assert worst is not None
+            assert worst.future is max(model, key=model.__getitem__), f"seed={seed} {step=}"
+            if isinstance(queue, HeapQueue):
+                assert worst is max(item for item in queue.heap if item[2].queued)[2]
+            queue.remove(worst)
+            del model[worst.future]
+        queue._check_invariants()
+        assert len(queue) == len(model)
+
+
+# Issue 8, point 6 (the test failed before its fix): evicting costs O(log n), however many
+# distinct priorities are queued (through a pool: test_backpressure.py).
+# Before: every evicting submit sorted all the levels: O(L log L).
+
+
+class CountedKey(float):
+    """A sort key that counts the comparisons made on it."""
+
+    compared = 0
+
+    def __lt__(self, other: object) -> bool:
+        CountedKey.compared += 1
+        return float(self) < float(other)  # type: ignore[arg-type]
+
+
+def comparisons_per_eviction(levels: int) -> float:
+    queue = TaskQueue(track_worst=True)
+    for i in range(levels):
+        entry = Entry(Future(), abs, (i,), {}, 0, None)
+        queue.push(entry, CountedKey(i))
+    CountedKey.compared = 0
+    evictions = 50
+    for _ in range(evictions):
+        worst = queue.worst()
+        assert worst is not None
+        queue.remove(worst)
+        queue.push(Entry(Future(), abs, (0,), {}, 0, None), CountedKey(-1))
+    per_eviction = CountedKey.compared / evictions
+    queue._check_invariants()
+    return per_eviction
+
+
+def test_eviction_cost_grows_with_the_log_of_the_distinct_priorities() -> None:
+    small, large = comparisons_per_eviction(200), comparisons_per_eviction(20_000)
+    # log2 grows from 7.6 to 14.3; a sort of the levels would grow a hundredfold.
+    assert large <= 2.5 * small + 10, f"{small:.1f} then {large:.1f} comparisons per eviction"
+
+
 # -- drain and requeue ----------------------------------------------------------------------
 
 
@@ -367,6 +490,40 @@ def test_repeated_requeue_stays_within_the_compaction_bound(queue: CheckedQueue)
         assert queue.stored() <= 2 * 3 + COMPACT_SLACK
         assert len(queue.queue.deadlines) <= 2 * 3 + COMPACT_SLACK
     assert sorted(tag_of(e) for e in queue.drain()) == [0, 1, 2]  # type: ignore[type-var]
+
+
+# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
+# set_priority keeps a queued future mapped, so a concurrent cancel() is never missed (through a
+# pool: test_set_priority.py).
+# Before: requeue() deleted the future from ``entries`` and pushed it back a moment later.
+# The cancel hook, which reads ``entries`` without the lock, could look in between, decide
+# that someone else had claimed the future, and return: the cancelled task stayed queued as
+# live and its waiters were never woken.
+
+
+@pytest.mark.parametrize("queue_class", [TaskQueue, HeapQueue])
+def test_requeue_keeps_the_future_mapped_while_it_pushes_the_successor(
+    queue_class: type[QueueBase], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = queue_class()
+    entry = make_entry("moved", deadline=5.0)
+    queue.push(entry, 0)
+    queue.push(make_entry("other"), 0)
+    future = entry.future
+    mapped_at_push: list[bool] = []
+    real_push = queue.push
+
+    def push(successor: Entry, key: Number) -> None:
+        mapped_at_push.append(future in queue.entries)
+        real_push(successor, key)
+
+    monkeypatch.setattr(queue, "push", push)
+    successor = queue.requeue(entry, -1)
+    assert mapped_at_push == [True], "the future left `entries` during requeue"
+    assert queue.find(future) is successor
+    assert successor.deadline == 5.0
+    queue._check_invariants()
+    assert [e.args[0] for e in iter(queue.pop, None)] == ["moved", "other"]
 
 
 # -- seeded random operations against a model -----------------------------------------------

@@ -1,6 +1,8 @@
 """Defects found by attacking the pool (issue 8), each pinned where a hostile caller hits it.
 
-Every test here failed before its fix. Method, as everywhere: gates, events, a fake clock and
+The points that concern one behaviour are pinned in that behaviour's file (the comment after
+point 1 says where); those left here attack the pool across its options. Every test failed
+before its fix. Method, as everywhere: gates, events, a fake clock and
 recorded order, never a sleep; where a behaviour depends on the pool's options, the test runs
 over their cross product (ageing x max_queued/when_full x submitting through a view).
 """
@@ -20,13 +22,11 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from conftest import TIMEOUT, FakeClock, Gate
+from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
-from priority_executor._queue import Entry, TaskQueue
 from priority_executor._stats import QueueFullError
-from support import CancelHook, exact, internals, wait_until
+from support import AGEING, exact, internals, wait_until
 
-AGEING = [None, 2.0]
 #: (max_queued, when_full): unbounded, and each policy on a small queue.
 LIMITS = [(None, "block"), (4, "block"), (4, "raise"), (4, "evict")]
 CONFIGS = [
@@ -96,243 +96,11 @@ def test_the_pool_keeps_no_reference_to_a_task_once_it_has_settled(
         pool.shutdown()
 
 
-# -- 2. a view's map with buffersize loses nothing when the view itself is not kept -----------
-# Before: the iterator held the view weakly; once the view was collected it stopped
-# submitting and ended after ``buffersize`` results.
-
-
-@pytest.mark.parametrize("ageing", AGEING)
-def test_map_of_a_view_that_is_not_kept_yields_every_result(ageing: Optional[float]) -> None:
-    with PriorityThreadPoolExecutor(max_workers=2, ageing=ageing) as pool:
-        results = pool.options(priority=3).map(abs, range(-20, 0), buffersize=2)
-        gc.collect()  # the view is gone; the pool is alive
-        assert list(results) == list(range(20, 0, -1))
-
-
-def test_map_of_a_view_stops_submitting_once_its_pool_is_collected() -> None:
-    # As the standard map with buffersize holds its executor only weakly, so does ours: the
-    # iterator alone does not keep a dropped pool (and its threads) alive.
-    pool = PriorityThreadPoolExecutor(max_workers=1)
-    results = pool.options().map(abs, range(-10, 0), buffersize=2)
-    pool_ref = weakref.ref(pool)
-    del pool
-    gc.collect()
-    assert pool_ref() is None, "the map iterator keeps the pool alive"
-    assert list(results) == [10, 9]
-
-
-# -- 4. join() returns True only once every earlier future is done, callbacks included --------
-# Before: the removal of expired (and shut-down-cancelled) tasks woke join() before their
-# futures were settled and their callbacks had run.
-
-
-@pytest.mark.parametrize("ageing", AGEING)
-@pytest.mark.parametrize("how", ["expired by the timer", "cancelled by shutdown"])
-def test_join_waits_for_futures_the_pool_takes_out_of_the_queue_to_settle(
-    ageing: Optional[float], how: str, clock: FakeClock
-) -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, ageing=ageing)
-    clock.attach(pool)
-    in_callback, release = threading.Event(), threading.Event()
-
-    def slow_callback(_: Future[Any]) -> None:
-        in_callback.set()
-        assert release.wait(TIMEOUT)
-
-    closer = None
-    try:
-        pool.pause()
-        future = pool.submit(str, "never runs", timeout=1.0)
-        future.add_done_callback(slow_callback)
-        if how == "expired by the timer":
-            clock.advance(1.0)
-        else:
-            closer = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True})
-            closer.start()
-        assert in_callback.wait(TIMEOUT)
-        assert future.cancelled()
-        assert pool.join(timeout=0) is False, "join() returned while a callback still ran"
-        release.set()
-        assert pool.join(TIMEOUT)
-        pool._check_invariants()
-    finally:
-        release.set()
-        if closer is not None:
-            closer.join(TIMEOUT)
-        pool.shutdown()
-
-
-# -- 5. no user callback delays the settling of another future --------------------------------
-# Before: the timer ran the callbacks of what it expired, one after another, so a callback
-# that slept made every other expiry, and the timer's next deadlines, late.
-
-
-@pytest.mark.parametrize("ageing", AGEING)
-def test_a_stuck_callback_on_an_expired_future_delays_no_other_expiry(
-    ageing: Optional[float], clock: FakeClock
-) -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, ageing=ageing)
-    clock.attach(pool)
-    in_callback, release = threading.Event(), threading.Event()
-
-    def stuck(_: Future[Any]) -> None:
-        in_callback.set()
-        assert release.wait(3 * TIMEOUT)  # longer than any wait of the test below
-
-    try:
-        pool.pause()
-        first = pool.submit(str, "first", timeout=1.0)
-        first.add_done_callback(stuck)
-        same_batch = pool.submit(str, "same batch", timeout=1.0)
-        later = pool.submit(str, "later", timeout=2.0)
-        later_called = threading.Event()
-        later.add_done_callback(lambda _: later_called.set())
-        clock.advance(1.0)
-        assert in_callback.wait(TIMEOUT)
-        # Settled while the first one's callback is stuck: done, and its waiters awake.
-        assert wait([same_batch], timeout=TIMEOUT).not_done == set()
-        clock.advance(1.0)
-        assert wait([later], timeout=TIMEOUT).not_done == set()
-        assert later_called.wait(TIMEOUT), "a later expiry's callback waited for a stuck one"
-        assert not release.is_set()
-        release.set()
-        assert pool.join(TIMEOUT)
-        stats = pool.statistics()
-        assert (stats.expired, stats.submitted) == (3, 3)
-        pool._check_invariants()
-    finally:
-        release.set()
-        pool.shutdown()
-
-
-@pytest.mark.parametrize("ageing", AGEING)
-def test_shutdown_cancel_futures_settles_every_future_before_any_callback_runs(
-    ageing: Optional[float],
-) -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=1, ageing=ageing)
-    in_callback, release = threading.Event(), threading.Event()
-    seen: list[bool] = []
-    futures: list[Future[Any]] = []
-
-    def stuck(_: Future[Any]) -> None:
-        seen.append(all(f.done() for f in futures))
-        in_callback.set()
-        assert release.wait(TIMEOUT)
-
-    pool.pause()
-    futures += [pool.submit(str, i) for i in range(5)]
-    futures[0].add_done_callback(stuck)
-    closer = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True})
-    closer.start()
-    try:
-        assert in_callback.wait(TIMEOUT)
-        assert seen == [True]
-        assert wait(futures, timeout=TIMEOUT).not_done == set()
-    finally:
-        release.set()
-        closer.join(TIMEOUT)
-    assert not closer.is_alive()
-    pool._check_invariants()
-
-
-# -- 6. evicting costs O(log n), however many distinct priorities are queued ------------------
-# Before: every evicting submit sorted all the levels: O(L log L).
-
-
-class CountedKey(float):
-    """A sort key that counts the comparisons made on it."""
-
-    compared = 0
-
-    def __lt__(self, other: object) -> bool:
-        CountedKey.compared += 1
-        return float(self) < float(other)  # type: ignore[arg-type]
-
-
-def comparisons_per_eviction(levels: int) -> float:
-    queue = TaskQueue(track_worst=True)
-    for i in range(levels):
-        entry = Entry(Future(), abs, (i,), {}, 0, None)
-        queue.push(entry, CountedKey(i))
-    CountedKey.compared = 0
-    evictions = 50
-    for _ in range(evictions):
-        worst = queue.worst()
-        assert worst is not None
-        queue.remove(worst)
-        queue.push(Entry(Future(), abs, (0,), {}, 0, None), CountedKey(-1))
-    per_eviction = CountedKey.compared / evictions
-    queue._check_invariants()
-    return per_eviction
-
-
-def test_eviction_cost_grows_with_the_log_of_the_distinct_priorities() -> None:
-    small, large = comparisons_per_eviction(200), comparisons_per_eviction(20_000)
-    # log2 grows from 7.6 to 14.3; a sort of the levels would grow a hundredfold.
-    assert large <= 2.5 * small + 10, f"{small:.1f} then {large:.1f} comparisons per eviction"
-
-
-def test_evicting_from_a_queue_of_distinct_float_priorities_keeps_the_order() -> None:
-    with PriorityThreadPoolExecutor(max_workers=1, max_queued=100, when_full="evict") as pool:
-        pool.pause()
-        futures = [pool.submit(str, i, priority=i / 7) for i in range(300)]
-        kept = [f for f in futures if not f.cancelled()]
-        assert [f for f in futures if f.cancelled()] == futures[:200]
-        pool._check_invariants()
-        pool.resume()
-        assert [f.result(TIMEOUT) for f in kept] == [str(i) for i in range(200, 300)]
-
-
-# -- 7. set_priority returns False once its caller has seen the future cancelled --------------
-# Before: between cancel() changing the state and the cancel hook unqueuing the task,
-# set_priority found it queued and returned True.
-
-
-def test_set_priority_of_a_future_seen_cancelled_returns_false(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pool = PriorityThreadPoolExecutor(max_workers=1)
-    in_hook, release = threading.Event(), threading.Event()
-
-    def slow_hook(real_hook: CancelHook, future: Future[Any]) -> None:  # held at its start
-        in_hook.set()
-        assert release.wait(TIMEOUT)
-        real_hook(future)
-
-    internals(pool).patch_cancel_hook(monkeypatch, slow_hook)
-    try:
-        pool.pause()
-        future = pool.submit(str, "queued")
-        canceller = threading.Thread(target=future.cancel)
-        canceller.start()
-        assert in_hook.wait(TIMEOUT)
-        assert future.cancelled()
-        assert pool.set_priority(future, 5) is False
-        release.set()
-        canceller.join(TIMEOUT)
-        assert pool.statistics().cancelled == 1
-        pool._check_invariants()
-    finally:
-        release.set()
-        pool.shutdown()
-
-
-# -- 8. join() with a huge timeout waits instead of raising OverflowError ---------------------
-
-
-@pytest.mark.parametrize("timeout", [1e20, float(threading.TIMEOUT_MAX) * 2, 10**30])
-def test_join_with_a_timeout_beyond_what_a_lock_takes_waits(timeout: float, gate: Gate) -> None:
-    with PriorityThreadPoolExecutor(max_workers=1) as pool:
-        assert pool.join(timeout) is True
-        pool.submit(gate)
-        gate.wait_started()
-        joined: list[bool] = []
-        joiner = threading.Thread(target=lambda: joined.append(pool.join(timeout)))
-        joiner.start()
-        wait_until(lambda: internals(pool).joiners() == 1, "join() waits")
-        gate.open()
-        joiner.join(TIMEOUT)
-        assert joined == [True]
+# -- 2 to 8: next to the behaviour each concerns ------------------------------------------
+# Point 2 (a view's map that is not kept) is in test_map.py; 3 (a view's submit blocked when
+# the view shuts down) in test_view.py; 4 and 8 (join) in test_join.py; 5 (no callback delays
+# another future's settling) in test_claim.py; 6 (the cost of evicting) in test_queue.py and
+# test_backpressure.py; 7 (set_priority of a future seen cancelled) in test_set_priority.py.
 
 
 # -- 9. an asynchronous exception inside submit leaves no lock held and the counts right ------

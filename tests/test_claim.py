@@ -1,0 +1,204 @@
+"""The claim step and settling: a queued future is settled once, by whoever takes it first (a
+worker claiming it, its user cancelling it, the timer expiring it, shutdown cancelling it), even
+when a library settles it by hand meanwhile; and every future the pool takes out of the queue
+together is settled, its waiters woken, before any of their callbacks runs, so that no callback
+delays or pre-empts the settling of another future.
+
+A race is not left to chance: a profile hook stops the worker between its pop and its claim, or
+a callback that never returns holds a thread, and the test acts meanwhile. Deadlines run on a
+:class:`FakeClock`. Nothing sleeps to synchronise and every wait has a timeout; what
+``concurrent.futures`` logs and every thread that dies are recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, InvalidStateError, wait
+from typing import Any, Optional
+
+import pytest
+
+from conftest import TIMEOUT, FakeClock, Gate
+from priority_executor import PriorityThreadPoolExecutor
+from priority_executor._claim import claim
+from support import AGEING, wait_until
+
+
+def unexpected_state(future: Future[Any]) -> tuple[int, str]:
+    """What ``Future.set_running_or_notify_cancel`` logs for a future settled by hand."""
+    return logging.CRITICAL, f"Future {id(future)} in unexpected state: FINISHED"
+
+
+def levels_and_messages(records: list[logging.LogRecord]) -> list[tuple[int, str]]:
+    return [(record.levelno, record.getMessage()) for record in records]
+
+
+# -- a future settled by hand while it is queued or being claimed ---------------------------
+
+
+# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise): a
+# future settled by hand while it is queued or being claimed.
+# Before: claim() let the RuntimeError of set_running_or_notify_cancel() escape; a worker
+# that had popped such a future died with the task counted as running (join() hung), and
+# the deadline timer died with it, after which no deadline expired while workers were busy.
+
+
+@pytest.mark.parametrize("cancel", [False, True])
+def test_claim_of_a_future_settled_by_hand_returns_false(
+    cancel: bool, futures_log: list[logging.LogRecord]
+) -> None:
+    future: Future[str] = Future()
+    future.set_result("by hand")
+    assert claim(future, cancel=cancel) is False
+    assert future.result(0) == "by hand"
+    assert levels_and_messages(futures_log) == [unexpected_state(future)]
+
+
+def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
+    futures_log: list[logging.LogRecord], thread_deaths: list[str]
+) -> None:
+    popped, settled = threading.Event(), threading.Event()
+
+    def hook(frame: Any, event: str, arg: object) -> None:
+        # In the new worker: the call of _claim.run, after the pop and before the claim.
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name == "run"
+            and code.co_filename.endswith("_claim.py")
+            and not popped.is_set()
+        ):
+            popped.set()
+            assert settled.wait(TIMEOUT)
+
+    pool = PriorityThreadPoolExecutor(max_workers=1, thread_name_prefix="handset")
+    threading.setprofile(hook)  # for the worker that the next submit starts
+    try:
+        future = pool.submit(str, "never runs")
+        assert popped.wait(TIMEOUT), "the worker never reached the claim"
+        threading.setprofile(None)
+        future.set_result("by hand")  # a library resolving a stale request, say
+        settled.set()
+        assert pool.join(TIMEOUT), "the task stays counted as running"
+        assert thread_deaths == []
+        assert future.result(0) == "by hand"
+        assert pool.submit(str, "next").result(TIMEOUT) == "next"
+        assert [t.name for t in pool._threads] == ["handset_0"]
+        pool._check_invariants()
+        assert levels_and_messages(futures_log) == [unexpected_state(future)]
+    finally:
+        threading.setprofile(None)
+        settled.set()
+        pool.shutdown()
+
+
+# -- settled before any callback runs -------------------------------------------------------
+
+
+def test_the_timer_settles_every_due_future_before_any_of_their_callbacks_runs(
+    clock: FakeClock, gate: Gate, futures_log: list[logging.LogRecord], thread_deaths: list[str]
+) -> None:
+    # Before (issue 8, point 5): the timer cancelled due futures one by one, each with its
+    # callbacks, so the first one's callback could still settle the second by hand, and a
+    # slow one made the rest late. Now both are cancelled and their waiters woken first.
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, thread_name_prefix="handset")
+    clock.attach(pool)
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        first = pool.submit(str, "first", timeout=1.0)
+        second = pool.submit(str, "second", timeout=1.0)
+        first.add_done_callback(lambda _: second.set_result("by hand"))
+        clock.advance(1.0)
+        assert wait([first, second], timeout=TIMEOUT).not_done == set()
+        assert first.cancelled()
+        assert second.cancelled(), "a callback of the first settled the second by hand"
+        wait_until(lambda: len(futures_log) == 1, "the callback of the first ran")
+        later = pool.submit(str, "later", timeout=1.0)
+        clock.advance(1.0)
+        assert wait([later], timeout=TIMEOUT).done == {later}, "the timer died"
+        assert later.cancelled()
+        assert thread_deaths == []
+        (record,) = futures_log
+        assert record.getMessage() == f"exception calling callback for {first!r}"
+        assert record.exc_info is not None
+        assert record.exc_info[0] is InvalidStateError
+    finally:
+        gate.open()
+        pool.shutdown()
+    pool._check_invariants()
+
+
+# Issue 8, point 5 (the test failed before its fix): no user callback delays the settling of
+# another future.
+# Before: the timer ran the callbacks of what it expired, one after another, so a callback
+# that slept made every other expiry, and the timer's next deadlines, late.
+
+
+@pytest.mark.parametrize("ageing", AGEING)
+def test_a_stuck_callback_on_an_expired_future_delays_no_other_expiry(
+    ageing: Optional[float], clock: FakeClock
+) -> None:
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, ageing=ageing)
+    clock.attach(pool)
+    in_callback, release = threading.Event(), threading.Event()
+
+    def stuck(_: Future[Any]) -> None:
+        in_callback.set()
+        assert release.wait(3 * TIMEOUT)  # longer than any wait of the test below
+
+    try:
+        pool.pause()
+        first = pool.submit(str, "first", timeout=1.0)
+        first.add_done_callback(stuck)
+        same_batch = pool.submit(str, "same batch", timeout=1.0)
+        later = pool.submit(str, "later", timeout=2.0)
+        later_called = threading.Event()
+        later.add_done_callback(lambda _: later_called.set())
+        clock.advance(1.0)
+        assert in_callback.wait(TIMEOUT)
+        # Settled while the first one's callback is stuck: done, and its waiters awake.
+        assert wait([same_batch], timeout=TIMEOUT).not_done == set()
+        clock.advance(1.0)
+        assert wait([later], timeout=TIMEOUT).not_done == set()
+        assert later_called.wait(TIMEOUT), "a later expiry's callback waited for a stuck one"
+        assert not release.is_set()
+        release.set()
+        assert pool.join(TIMEOUT)
+        stats = pool.statistics()
+        assert (stats.expired, stats.submitted) == (3, 3)
+        pool._check_invariants()
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("ageing", AGEING)
+def test_shutdown_cancel_futures_settles_every_future_before_any_callback_runs(
+    ageing: Optional[float],
+) -> None:
+    pool = PriorityThreadPoolExecutor(max_workers=1, ageing=ageing)
+    in_callback, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+    futures: list[Future[Any]] = []
+
+    def stuck(_: Future[Any]) -> None:
+        seen.append(all(f.done() for f in futures))
+        in_callback.set()
+        assert release.wait(TIMEOUT)
+
+    pool.pause()
+    futures += [pool.submit(str, i) for i in range(5)]
+    futures[0].add_done_callback(stuck)
+    closer = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True})
+    closer.start()
+    try:
+        assert in_callback.wait(TIMEOUT)
+        assert seen == [True]
+        assert wait(futures, timeout=TIMEOUT).not_done == set()
+    finally:
+        release.set()
+        closer.join(TIMEOUT)
+    assert not closer.is_alive()
+    pool._check_invariants()
