@@ -27,6 +27,7 @@ from support import (
     FAR,
     SHUTDOWN_MESSAGE,
     STUCK,
+    InThread,
     Recorder,
     closing,
     exact,
@@ -255,16 +256,25 @@ def test_blocked_submit_whose_deadline_is_due_at_the_room_check_expires_at_once(
         pool._check_invariants()
 
 
+def block_behind_a_filler(
+    pool: PriorityThreadPoolExecutor,
+) -> tuple[Future[str], InThread[Future[str]]]:
+    """Pause ``pool`` (``max_queued=1``), fill its queue, and submit a task with a deadline
+    from a helper thread; return the filler and that submit once it is blocked for room."""
+    pool.pause()  # paused: no worker
+    filler = pool.submit(str, "filler")
+    blocked = in_thread(lambda: pool.submit(str, "late", timeout=FAR))
+    wait_blocked(pool)
+    timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
+    return filler, blocked
+
+
 def test_blocked_submit_past_its_deadline_is_not_queued_when_room_appears(
     clock: FakeClock,
 ) -> None:
-    pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)  # paused: no worker
+    pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)
     with closing(pool):
-        pool.pause()
-        filler = pool.submit(str, "filler")
-        blocked = in_thread(lambda: pool.submit(str, "late", timeout=FAR))
-        wait_blocked(pool)
-        timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
+        filler, blocked = block_behind_a_filler(pool)
         clock.advance(2 * FAR)  # not attached: only the blocked submit may notice
         assert filler.cancel()  # room appears only after the deadline
         late = blocked.result()
@@ -276,11 +286,7 @@ def test_a_submit_that_waited_for_room_keeps_its_deadline_armed(clock: FakeClock
     pool = PriorityThreadPoolExecutor(1, clock=clock, max_queued=1)
     clock.attach(pool)
     with closing(pool):
-        pool.pause()
-        filler = pool.submit(str, "filler")
-        blocked = in_thread(lambda: pool.submit(str, "late", timeout=FAR))
-        wait_blocked(pool)
-        timer_asleep(pool)  # it has looked for the blocked task's deadline and found none
+        filler, blocked = block_behind_a_filler(pool)
         assert filler.cancel()
         late = blocked.result()
         assert not late.done()

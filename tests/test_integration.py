@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, as_completed, wait
 from concurrent.futures.thread import BrokenThreadPool
+from contextlib import contextmanager
 from typing import Any, Callable, Optional, TypeVar
 
 import pytest
@@ -848,12 +849,9 @@ class Runs:
         return index
 
 
-def check_outcomes(futures: list[Future[int]], runs: Runs) -> tuple[int, int]:
-    """Every future done; a task ran exactly once iff its future is not cancelled.
-
-    Returns:
-        How many tasks ran, and how many were cancelled.
-    """
+def check_outcomes(futures: list[Future[int]], runs: Runs) -> None:
+    """Every future done; a task ran exactly once iff its future is not cancelled; and the race
+    was run: some tasks ran and some were cancelled."""
     assert wait(futures, timeout=TIMEOUT).not_done == set()
     ran = cancelled = 0
     for index, future in enumerate(futures):
@@ -864,7 +862,21 @@ def check_outcomes(futures: list[Future[int]], runs: Runs) -> tuple[int, int]:
             assert runs.counts[index] == 1, f"task {index} ran {runs.counts[index]} times"
             assert future.result() == index
             ran += 1
-    return ran, cancelled
+    assert ran > 0
+    assert cancelled > 0
+
+
+@contextmanager
+def racing_pool(futures_log: list[logging.LogRecord]) -> Iterator[PriorityThreadPoolExecutor]:
+    """A two-worker pool for a race; once it is shut down, its invariants hold and
+    ``concurrent.futures`` logged nothing."""
+    pool = PriorityThreadPoolExecutor(max_workers=2)
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
+    pool._check_invariants()
+    assert messages(futures_log) == []
 
 
 @pytest.mark.usefixtures("fast_switching")
@@ -877,8 +889,7 @@ def test_race_user_cancel_against_worker_claim(futures_log: list[logging.LogReco
     runs = Runs(4 * batches)
     futures: list[Future[int]] = []
     cancel_returned: dict[int, bool] = {}
-    pool = PriorityThreadPoolExecutor(max_workers=2)
-    try:
+    with racing_pool(futures_log) as pool:
         for number in range(batches):
             batch = [
                 pool.submit(runs, len(futures) + k, priority=rng.randrange(3))
@@ -891,7 +902,7 @@ def test_race_user_cancel_against_worker_claim(futures_log: list[logging.LogReco
                 for index, future in enumerate(batch, start=first):
                     cancel_returned[index] = future.cancel()
             assert wait(batch, timeout=TIMEOUT).not_done == set()
-        ran, cancelled = check_outcomes(futures, runs)
+        check_outcomes(futures, runs)
         for index, returned in cancel_returned.items():
             if returned:
                 assert futures[index].cancelled()
@@ -899,13 +910,7 @@ def test_race_user_cancel_against_worker_claim(futures_log: list[logging.LogReco
             else:
                 assert not futures[index].cancelled()
                 assert runs.counts[index] == 1
-        assert ran > 0
-        assert cancelled > 0
         pool._check_invariants()
-    finally:
-        pool.shutdown()
-    pool._check_invariants()
-    assert messages(futures_log) == []
 
 
 @pytest.mark.usefixtures("fast_switching")
@@ -926,8 +931,7 @@ def test_race_queue_deadline_against_worker_claim(futures_log: list[logging.LogR
             ran_while_cancelled.append(index)
         return runs(index)
 
-    pool = PriorityThreadPoolExecutor(max_workers=2)
-    try:
+    with racing_pool(futures_log) as pool:
         for number in range(batches):
             batch = []
             for _ in range(rng.randrange(1, 5)):
@@ -944,15 +948,9 @@ def test_race_queue_deadline_against_worker_claim(futures_log: list[logging.LogR
                 batch[-1].cancel()
             # Waiters of expired futures are woken too, each future exactly once.
             assert len(set(as_completed(batch, timeout=TIMEOUT))) == len(batch)
-        ran, cancelled = check_outcomes(futures, runs)
+        check_outcomes(futures, runs)
         assert ran_while_cancelled == []
-        assert ran > 0
-        assert cancelled > 0
         pool._check_invariants()
-    finally:
-        pool.shutdown()
-    pool._check_invariants()
-    assert messages(futures_log) == []
 
 
 SUBMITTERS = 3

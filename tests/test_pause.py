@@ -85,14 +85,20 @@ def test_queue_deadlines_expire_while_paused(clock: FakeClock, gate: Gate) -> No
         assert kept.result(TIMEOUT) == "kept"
 
 
+class Blocker:
+    """A task that sets the event it is given once it starts, then waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self, started: threading.Event) -> None:
+        started.set()
+        assert self.release.wait(TIMEOUT)
+
+
 def test_resume_starts_as_many_workers_as_the_queue_needs() -> None:
-    release = threading.Event()
+    block = Blocker()
     started = [threading.Event() for _ in range(3)]
-
-    def block(event: threading.Event) -> None:
-        event.set()
-        assert release.wait(TIMEOUT)
-
     pool = PriorityThreadPoolExecutor(max_workers=3)
     try:
         pool.pause()
@@ -107,28 +113,23 @@ def test_resume_starts_as_many_workers_as_the_queue_needs() -> None:
         assert (stats.queued, stats.running, stats.workers) == (0, 3, 3)
         pool._check_invariants()
     finally:
-        release.set()
+        block.release.set()
         pool.shutdown()
     assert all(future.exception(TIMEOUT) is None for future in futures)
 
 
 def test_resume_wakes_idle_workers_and_starts_the_missing_ones() -> None:
-    release = threading.Event()
+    block = Blocker()
     started = [threading.Event() for _ in range(3)]
-
-    def block(event: threading.Event) -> None:
-        event.set()
-        assert release.wait(TIMEOUT)
-
     pool = PriorityThreadPoolExecutor(max_workers=3)
     try:
         warm = [threading.Event() for _ in range(2)]
         warming = [pool.submit(block, event) for event in warm]
         assert all(event.wait(TIMEOUT) for event in warm)
-        release.set()
+        block.release.set()
         assert pool.join(TIMEOUT)
         wait_until(lambda: pool.statistics().idle_workers == 2, "both workers idle")
-        release.clear()
+        block.release.clear()
         pool.pause()
         for event in started:
             pool.submit(block, event)
@@ -136,7 +137,7 @@ def test_resume_wakes_idle_workers_and_starts_the_missing_ones() -> None:
         assert all(event.wait(TIMEOUT) for event in started[:2])
         assert started[2].wait(STUCK), "the third task waits although max_workers allows it"
     finally:
-        release.set()
+        block.release.set()
         pool.shutdown()
     assert all(future.exception(TIMEOUT) is None for future in warming)
 

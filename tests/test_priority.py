@@ -24,7 +24,7 @@ from concurrent.futures import (
     wait,
 )
 from fractions import Fraction
-from typing import Any, Optional, TypeVar, cast
+from typing import Any, Callable, Optional, TypeVar, cast
 
 import pytest
 
@@ -153,6 +153,16 @@ def test_priority_five_outranks_high(gate: Gate) -> None:
     assert record.ran == ["five", "high"]
 
 
+def run_producers(produce: Callable[[int], None], count: int) -> None:
+    """Run ``produce(0)`` to ``produce(count - 1)``, each in a thread of its own, to the end."""
+    producers = [threading.Thread(target=produce, args=(p,)) for p in range(count)]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+
+
 def test_equal_priorities_from_several_threads_follow_one_global_sequence(gate: Gate) -> None:
     record = Recorder()
     order_lock = threading.Lock()
@@ -166,12 +176,7 @@ def test_equal_priorities_from_several_threads_follow_one_global_sequence(gate: 
                 pool.submit(record, (producer, i), priority=Priority.LOW)
 
     with held_pool(gate) as pool:
-        producers = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
-        for thread in producers:
-            thread.start()
-        for thread in producers:
-            thread.join(TIMEOUT)
-            assert not thread.is_alive()
+        run_producers(produce, 4)
         pool._check_invariants()
         gate.open()
     assert len(record.ran) == 400
@@ -188,12 +193,7 @@ def test_concurrent_producers_keep_their_own_order_at_each_priority(gate: Gate) 
             pool.submit(record, (producer, i), priority=i % 3)
 
     with held_pool(gate) as pool:
-        producers = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
-        for thread in producers:
-            thread.start()
-        for thread in producers:
-            thread.join(TIMEOUT)
-            assert not thread.is_alive()
+        run_producers(produce, 4)
         pool._check_invariants()
         gate.open()
     levels = [i % 3 for _producer, i in record.ran]
