@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import Priority, PriorityThreadPoolExecutor
-from support import HUGE, Recorder, closing, exact, hold_worker, run_to_idle
+from support import HUGE, Recorder, closing, exact, hold_worker, internals, run_to_idle
 
 # -- the order ageing gives -----------------------------------------------------------------
 
@@ -206,6 +206,35 @@ def test_a_priority_beyond_float_range_under_ageing_is_refused_with_an_exact_mes
         assert queued.result(TIMEOUT) == "queued"
     finally:
         gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda pool: pool.options(priority=10**400),
+        lambda pool: pool.map(str, [1], priority=10**400),
+    ],
+    ids=["options", "map"],
+)
+def test_a_priority_beyond_float_range_under_ageing_is_refused_by_options_and_map(
+    clock: FakeClock, call: Callable[[PriorityThreadPoolExecutor], object]
+) -> None:
+    # The same refusal as submit's, before any view exists or any task is queued: a view
+    # made with such a priority could never queue a task under ageing.
+    message = (
+        "priority must fit in a float when ageing is set,"
+        f" got an int of {(10**400).bit_length()} bits"
+    )
+    pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, ageing=1.0)
+    try:
+        with pytest.raises(ValueError, match=exact(message)):
+            call(pool)
+        assert internals(pool).queued() == 0
+        stats = pool.statistics()
+        assert (stats.submitted, stats.rejected) == (0, 0)
+        pool._check_invariants()
+    finally:
         pool.shutdown()
 
 

@@ -390,6 +390,33 @@ def test_a_task_submitting_to_a_full_blocking_queue_gets_queue_full_error() -> N
         pool.shutdown()
 
 
+def test_an_initializer_submitting_to_a_full_blocking_queue_gets_queue_full_error() -> None:
+    # An initializer runs in the new worker thread before that thread takes a task: it would
+    # wait for room that only its own thread could make, and the pool would hang.
+    submitted: Future[Optional[BaseException]] = Future()
+
+    def init() -> None:
+        try:
+            pool.submit(str, "refused")  # the first task still waits: the queue is full
+        except BaseException as exc:
+            submitted.set_result(exc)
+        else:
+            submitted.set_result(None)
+
+    pool = PriorityThreadPoolExecutor(1, initializer=init, max_queued=1, when_full="block")
+    try:
+        first = pool.submit(str, "first")
+        error = submitted.result(TIMEOUT)  # a TimeoutError here: the initializer waits for room
+        assert type(error) is QueueFullError
+        assert str(error) == own_thread_message(1)
+        assert first.result(TIMEOUT) == "first"
+        stats = pool.statistics()
+        assert (stats.submitted, stats.rejected) == (1, 1)
+        pool._check_invariants()
+    finally:
+        pool.shutdown(cancel_futures=True)  # wakes the initializer if the bug kept it waiting
+
+
 def test_a_timer_callback_submitting_to_a_full_blocking_queue_gets_queue_full_error(
     clock: FakeClock, gate: Gate
 ) -> None:
