@@ -135,7 +135,7 @@ def in_thread(fn: Callable[[], T], name: Optional[str] = None) -> InThread[T]:
     return InThread(fn, name).start()
 
 
-# -- the pool's private state ------------------------------------------------------------------
+# -- the pool's private state ---------------------------------------------------------------
 
 
 class Internals:
@@ -225,7 +225,7 @@ def internals(pool: Union[PriorityThreadPoolExecutor, PoolView]) -> Internals:
     return Internals(pool._scheduler)
 
 
-# -- a pool held by a gate ----------------------------------------------------------------------
+# -- a pool held by a gate ------------------------------------------------------------------
 
 
 def hold_worker(pool: PriorityThreadPoolExecutor, gate: Gate) -> Future[str]:
@@ -315,7 +315,7 @@ def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = Non
     )
 
 
-# -- scripts in a fresh interpreter --------------------------------------------------------------
+# -- scripts in a fresh interpreter ---------------------------------------------------------
 
 #: The directories that hold the package under test and these helpers, for the subprocesses'
 #: ``sys.path``.

@@ -24,7 +24,7 @@ from concurrent.futures import (
     wait,
 )
 from fractions import Fraction
-from typing import Any, Callable, Optional, TypeVar, cast
+from typing import Any, Callable, Optional, cast
 
 import pytest
 
@@ -44,8 +44,6 @@ from support import (
     hold_worker,
     internals,
 )
-
-T = TypeVar("T")
 
 
 def fake_clock_pool(clock: FakeClock, max_workers: int = 1) -> PriorityThreadPoolExecutor:
