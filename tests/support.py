@@ -25,8 +25,9 @@ import pytest
 import priority_executor
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, PriorityThreadPoolExecutor
+from priority_executor._control import AdmissionControl
 from priority_executor._queue import QueueBase
-from priority_executor._scheduler import Scheduler
+from priority_executor._threads import ThreadRunner
 from priority_executor._timer import DeadlineTimer
 
 T = TypeVar("T")
@@ -147,8 +148,9 @@ class Internals:
     called with that lock held.
     """
 
-    def __init__(self, core: Scheduler) -> None:
+    def __init__(self, core: AdmissionControl[ThreadRunner]) -> None:
         self._core = core
+        self._threads = core.runner
 
     @property
     def lock(self) -> threading.Lock:
@@ -173,7 +175,7 @@ class Internals:
     def blocked(self) -> int:
         """How many submits wait for room in a full queue."""
         with self._core.lock:
-            return self._core.blocked
+            return self._core.room.blocked
 
     def joiners(self) -> int:
         """How many ``join()`` calls wait."""
@@ -183,18 +185,19 @@ class Internals:
     def idle_workers(self) -> int:
         """How many worker threads are parked, waiting for a task."""
         with self._core.lock:
-            return len(self._core.idle)
+            return len(self._threads.idle)
 
     def idle_and_started(self) -> tuple[int, int]:
         """``(parked workers, started workers)``, read together."""
         with self._core.lock:
-            return len(self._core.idle), len(self._core.threads)
+            return len(self._threads.idle), len(self._threads.threads)
 
     def worker_counts(self) -> tuple[int, int, int]:
         """``(wakes, arriving, starting)``: wake-ups not yet taken, threads counted in that
         have not reached their loop, threads counted in but not yet started."""
         with self._core.lock:
-            return self._core.wakes, self._core.arriving, len(self._core.starting)
+            runner = self._threads
+            return runner.wakes, runner.arriving, len(runner.starting)
 
     def timer_sleeps_until(self, target: Optional[float]) -> bool:
         """True if the timer has handled every wake-up and sleeps until ``target``."""
@@ -220,9 +223,9 @@ class Internals:
 
 def internals(pool: Union[PriorityThreadPoolExecutor, PoolView]) -> Internals:
     """The private state of ``pool``, or of the pool behind a view."""
-    if isinstance(pool, PoolView):
-        pool = pool._pool
-    return Internals(pool._scheduler)
+    target = pool._pool if isinstance(pool, PoolView) else pool
+    assert isinstance(target, PriorityThreadPoolExecutor), f"not a pool: {target!r}"
+    return Internals(target._admission)
 
 
 # -- a pool held by a gate ------------------------------------------------------------------

@@ -38,8 +38,9 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
+from priority_executor._orders import HeapQueue, TaskQueue
 from priority_executor._policy import Number, WhenFull, aged_key, sort_key
-from priority_executor._queue import Entry, HeapQueue, QueueBase, TaskQueue
+from priority_executor._queue import Entry, QueueBase
 from support import SHUTDOWN_MESSAGE, exact, internals, queue_full_message
 
 #: Seeds of the default run, and operations per seed.

@@ -18,8 +18,9 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from priority_executor._orders import HeapQueue, TaskQueue
 from priority_executor._policy import Number
-from priority_executor._queue import COMPACT_SLACK, Entry, HeapQueue, QueueBase, TaskQueue
+from priority_executor._queue import COMPACT_SLACK, Entry, QueueBase
 from support import exact
 
 

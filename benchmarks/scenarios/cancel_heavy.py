@@ -65,7 +65,7 @@ def _our_queue(pool: PriorityThreadPoolExecutor) -> object:
     (``internals``) is for the tests: benchmarks cannot import the tests, so when the pool's
     core moves, change both.
     """
-    return getattr(getattr(pool, "_scheduler", None), "queue", None)
+    return getattr(getattr(pool, "_admission", None), "queue", None)
 
 
 def queue_entries(pool: Executor) -> Optional[int]:

@@ -64,6 +64,16 @@ class CallbackRunner:
     def owns_locked(self, thread: threading.Thread) -> bool:
         return thread in self.threads
 
+    def check_locked(self) -> None:
+        assert self.busy <= len(self.threads), "callback count is off"
+
+    def join(self) -> None:
+        """Wait for the callback threads to finish what they were handed; without the lock."""
+        with self.sink.lock:
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join()
+
     def _loop(self) -> None:
         sink = self.sink
         me = threading.current_thread()

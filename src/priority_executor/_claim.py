@@ -1,4 +1,4 @@
-"""The claim step, the run of a task, and the polite lock acquisition: no state of their own.
+"""The claim step and the run of a task: no state of their own.
 
 Every path out of the queue ends in :func:`claim`, called once per future by whoever removed
 its entry from the queue under the pool's lock: a worker about to run it, the timer or a
@@ -10,21 +10,21 @@ one of them before any of their done-callbacks runs (see ``_futures``).
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from ._futures import cancel_quietly, run_callbacks
 
 LOGGER = logging.getLogger("concurrent.futures")
 
-#: How many times a thread yields the GIL and retries a contended lock before blocking on it.
-LOCK_SPINS = 16
+#: What became of a task that left the queue, as the statistics count it.
+Outcome = Literal["completed", "failed", "cancelled", "expired", "taken"]
 
-#: What :func:`run` reports, for the statistics.
-CANCELLED, COMPLETED, FAILED = "cancelled", "completed", "failed"
+#: What :func:`run` reports.
+CANCELLED: Outcome = "cancelled"
+COMPLETED: Outcome = "completed"
+FAILED: Outcome = "failed"
 
 
 def claim(future: Future[Any], *, cancel: bool) -> bool:
@@ -86,7 +86,7 @@ def run_callbacks_guarded(future: Future[Any]) -> None:
 
 def run(
     future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> str:
+) -> Outcome:
     """Claim a task that a worker took from the queue and, if it won the claim, run it.
 
     Returns:
@@ -118,43 +118,3 @@ def guard_callbacks(future: Future[Any], settle: Callable[..., object], *args: o
         LOGGER.critical("%r was settled by someone else while the pool ran it", future)
     except BaseException:
         LOGGER.exception("exception calling callback for %r", future)
-
-
-def acquire_politely(lock: Any, spinners: set[int]) -> int:
-    """Take a contended lock by yielding the GIL between tries, and block only as a last resort.
-
-    A thread blocked on a lock becomes its owner the moment it is released, but can use it
-    only once it gets the GIL back; meanwhile every other thread that wants the lock queues
-    behind it, and each hand-off costs a context switch: a lock convoy. The pool's critical
-    sections are short and run no user code, so a holder that was preempted by the GIL needs
-    only a moment to finish: yielding to it breaks the convoy. In our benchmarks this halved
-    the cost per task when four workers and a submitter shared the lock. It must take the
-    lock in its spin: of several threads that merely saw it free, all but one would block
-    in their acquire and queue up again (measured: contended throughput fell to 0.4x).
-
-    While it yields, the thread is in ``spinners``, so that a worker releasing the lock
-    yields the GIL to it in turn; otherwise a submitter could wait a whole GIL switch
-    interval (5 ms) behind a worker running short tasks.
-
-    It returns holding the lock and still in ``spinners``: the caller discards itself there
-    first thing inside the ``try`` whose ``finally`` releases the lock, so that between the
-    acquisition and that ``try`` there is a single instruction, where an asynchronous
-    exception (a signal handler's) could still leave the lock held. A ``with`` statement
-    would leave none, but blocks where this spins, and costs contended throughput its lead.
-
-    Returns:
-        The caller's thread id, for it to discard from ``spinners`` once inside its ``try``.
-    """
-    me = threading.get_ident()
-    spinners.add(me)
-    for _ in range(LOCK_SPINS):
-        time.sleep(0)
-        if lock.acquire(False):
-            return me
-    lock.acquire()
-    return me
-
-
-def log_clock_failure(exc: Exception) -> None:
-    """Report a clock that raised; called with no lock held, since logging runs handlers."""
-    LOGGER.critical("The pool's clock raised; deadlines wait until it works", exc_info=exc)

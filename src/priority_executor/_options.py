@@ -29,16 +29,47 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union
+from typing import Any, Callable, Literal, Optional, Protocol, TypeVar, Union
 
 from ._map import map_results
 from ._policy import Number
 from ._queue import NO_KWARGS
 
-if TYPE_CHECKING:
-    from ._executor import PriorityThreadPoolExecutor
-
 T = TypeVar("T")
+
+
+class ViewTarget(Protocol):
+    """What a view needs of the executor it submits to (``_front.PriorityFront`` has it)."""
+
+    @property
+    def _max_workers(self) -> int: ...
+
+    @property
+    def _thread_name_prefix(self) -> Optional[str]: ...
+
+    @property
+    def _threads(self) -> AbstractSet[threading.Thread]: ...
+
+    @property
+    def _shutdown(self) -> bool: ...
+
+    @property
+    def _broken(self) -> Union[Literal[False], str]: ...
+
+    def _submit_checked(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        priority: Number,
+        timeout: Optional[float],
+        gate: Any = None,
+    ) -> Future[T]:
+        """Submit with options already checked; refused once ``gate.closed`` is set."""
+
+    def _is_own_thread(self) -> bool: ...
+
+    def _wake_blocked(self) -> None: ...
 
 
 class PoolView(ThreadPoolExecutor):
@@ -49,9 +80,7 @@ class PoolView(ThreadPoolExecutor):
     ``priority`` and ``timeout`` keywords, which a view must pass on to ``fn``.
     """
 
-    def __init__(
-        self, pool: PriorityThreadPoolExecutor, priority: Number, timeout: Optional[float]
-    ) -> None:
+    def __init__(self, pool: ViewTarget, priority: Number, timeout: Optional[float]) -> None:
         # The base class's __init__ is deliberately not called: the view starts no thread.
         self._pool = pool
         self._state = _ViewState(priority, timeout)
@@ -133,13 +162,12 @@ class PoolView(ThreadPoolExecutor):
                 the pool's own threads it does not wait (it could wait for itself).
             cancel_futures: cancel the tasks submitted through this view that have not started.
         """
-        scheduler = self._pool._scheduler
-        own_thread = scheduler.is_own_thread()
+        own_thread = self._pool._is_own_thread()
         state = self._state
         with state.lock:
             state.closed = True
             state.cancelling = state.cancelling or cancel_futures
-        scheduler.wake_blocked()  # blocked submits through this view see it closed
+        self._pool._wake_blocked()  # blocked submits through this view see it closed
         with state.lock:
             if wait and not own_thread:
                 state.settled.wait_for(lambda: not state.submitting)
@@ -181,7 +209,7 @@ class _ViewState:
 
     def submit(
         self,
-        pool: PriorityThreadPoolExecutor,
+        pool: ViewTarget,
         fn: Callable[..., T],
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
@@ -194,7 +222,7 @@ class _ViewState:
         # task of this view finishes, and that task's done-callback takes the view's lock.
         future = None
         try:
-            future = pool._submit(fn, args, kwargs, self.priority, self.timeout, self)
+            future = pool._submit_checked(fn, args, kwargs, self.priority, self.timeout, self)
         finally:
             with self.lock:
                 self.submitting -= 1
@@ -211,7 +239,7 @@ class _ViewState:
         return future
 
     def submit_args(
-        self, pool: PriorityThreadPoolExecutor, fn: Callable[..., T], args: tuple[Any, ...]
+        self, pool: ViewTarget, fn: Callable[..., T], args: tuple[Any, ...]
     ) -> Future[T]:
         return self.submit(pool, fn, args, NO_KWARGS)
 

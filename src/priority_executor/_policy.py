@@ -137,6 +137,27 @@ def aged_key(priority: Number, queued_at: float, ageing: float) -> float:
     return queued_at - priority * ageing
 
 
+def queue_key(priority: Number, queued_at: float, ageing: Optional[float]) -> Number:
+    """The heap key of an entry queued at ``queued_at`` (read only under ageing)."""
+    if ageing is None:
+        return sort_key(priority)
+    return aged_key(priority, queued_at, ageing)
+
+
+def check_task_options(
+    priority: object, timeout: object, ageing: Optional[float]
+) -> tuple[Number, Optional[float]]:
+    """Check a task's ``priority`` and queue ``timeout`` for a pool with this ``ageing``.
+
+    The one check of ``submit``, ``options``, ``map`` and ``set_priority``: every bad value is
+    refused here, with an exact message, before anything is queued.
+    """
+    level = check_priority(priority)
+    if ageing is not None:
+        check_aged_priority(level)
+    return level, check_timeout(timeout)
+
+
 def is_due(deadline: Optional[float], now: float) -> bool:
     """True when a task with this deadline may no longer start at clock reading ``now``."""
     return deadline is not None and now >= deadline

@@ -11,13 +11,10 @@ deadline is expired even if the timer has not woken yet.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional, Protocol, Union
 
-from ._claim import log_clock_failure
+from ._claim import LOGGER
 from ._context import fresh_thread
-
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
 
 #: Seconds between two tries of a clock that raised.
 CLOCK_RETRY = 1.0
@@ -26,11 +23,36 @@ CLOCK_RETRY = 1.0
 MAX_SLEEP = min(3600.0, threading.TIMEOUT_MAX)
 
 
+class DeadlineSource(Protocol):
+    """What the timer needs of its pool; every ``*_locked`` call is made with ``lock`` held."""
+
+    lock: threading.Lock
+    name: str  # the pool's thread name prefix
+    stopping: bool  # once True, no deadline is added: the timer exits when none is left
+
+    def read_clock(self) -> Union[float, Exception]:
+        """The pool's clock, or the exception it raised."""
+
+    def pop_due_locked(self, now: float) -> list[Any]:
+        """Take out of the queue every task due at ``now``, counted as expired."""
+
+    def next_deadline_locked(self) -> Optional[float]:
+        """The earliest deadline still queued, if any."""
+
+    def settle_expired(self, due: list[Any]) -> None:
+        """Settle what ``pop_due_locked`` returned, running no callback here; without the lock."""
+
+
+def log_clock_failure(exc: Exception) -> None:
+    """Report a clock that raised; called with no lock held, since logging runs handlers."""
+    LOGGER.critical("The pool's clock raised; deadlines wait until it works", exc_info=exc)
+
+
 class DeadlineTimer:
     """The timer of one pool. Every method but ``join`` is called with the pool's lock held."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(self, source: DeadlineSource) -> None:
+        self.source = source
         # Guarded by the pool's lock:
         self.thread: Optional[threading.Thread] = None
         self.target: Optional[float] = None  # the deadline it sleeps until, None for ever
@@ -46,7 +68,7 @@ class DeadlineTimer:
     def signal_locked(self, deadline: Optional[float]) -> None:
         """Make the timer wake and re-read the queue; start it if it has not started."""
         if self.thread is None:
-            thread = fresh_thread(f"{self.scheduler.thread_name_prefix}_timer", self._loop)
+            thread = fresh_thread(f"{self.source.name}_timer", self._loop)
             self.thread = thread  # first, so that a started timer is never lost track of
             try:
                 thread.start()
@@ -64,17 +86,17 @@ class DeadlineTimer:
             self.signal_locked(self.target)
 
     def _loop(self) -> None:
-        scheduler = self.scheduler
+        source = self.source
         while True:
-            with scheduler.lock:
-                now = scheduler.read_clock()
-                due = [] if isinstance(now, Exception) else scheduler.pop_due_locked(now)
-                deadline = scheduler.queue.next_deadline()
+            with source.lock:
+                now = source.read_clock()
+                due = [] if isinstance(now, Exception) else source.pop_due_locked(now)
+                deadline = source.next_deadline_locked()
                 self.target = deadline
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
-                done = deadline is None and scheduler.stopping
+                done = deadline is None and source.stopping
             if due:
-                scheduler.settle_expired(due)  # runs no callback on this thread
+                source.settle_expired(due)  # runs no callback on this thread
             del due
             if isinstance(now, Exception):
                 log_clock_failure(now)
@@ -88,7 +110,7 @@ class DeadlineTimer:
 
     def join(self) -> None:
         """Wait for the timer to exit, once the pool is stopping. Call without the lock."""
-        with self.scheduler.lock:
+        with self.source.lock:
             self.wake_locked()
             thread = self.thread
         if thread is not None:

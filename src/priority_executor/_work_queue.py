@@ -36,15 +36,13 @@ import contextvars
 import dataclasses
 import queue
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
-from ._claim import log_clock_failure, run
+from ._claim import run
 from ._context import InContext
+from ._control import AdmissionControl
 from ._policy import describe
-
-if TYPE_CHECKING:
-    from ._queue import Entry
-    from ._scheduler import Scheduler
+from ._queue import Entry
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -86,15 +84,14 @@ class WorkItem:
 class WorkQueue:
     """The reader behind ``pool._work_queue``; see the module docstring. Safe from any thread."""
 
-    __slots__ = ("_scheduler",)
+    __slots__ = ("_admission",)
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+    def __init__(self, admission: AdmissionControl[Any]) -> None:
+        self._admission = admission
 
     def qsize(self) -> int:
         """The number of tasks queued now, not counting running ones."""
-        with self._scheduler.lock:
-            return len(self._scheduler.queue)
+        return self._admission.state().queued
 
     def empty(self) -> bool:
         """True if no task is queued now."""
@@ -140,33 +137,18 @@ class WorkQueue:
         self.put(item, block=False)
 
     def _take(self) -> Optional[Entry]:
-        """Pop the best live entry under the lock, settling the expired and cancelled on the way."""
-        scheduler = self._scheduler
+        """Take the best live entry as a worker would, and count it taken, not running."""
+        admission = self._admission
         unrun: list[Entry] = []  # expired, or cancelled by their users just now
-        clock_error: Optional[Exception] = None
-        with scheduler.lock:
+        with admission.lock:
             while True:
-                entry = scheduler.queue.pop()
-                if entry is None:
+                entry = admission.take_locked(unrun, True)
+                if entry is None or not entry.future.cancelled():
                     break
-                if entry.future.cancelled():  # cancelled just now; its hook has not run yet
-                    scheduler.counts["cancelled"] += 1
-                    scheduler.settling += 1
-                    unrun.append(entry)
-                    continue
-                if entry.deadline is not None:
-                    verdict = scheduler._expired_locked(entry)  # counts it if expired
-                    if verdict is True:
-                        scheduler.settling += 1
-                        unrun.append(entry)
-                        continue
-                    if verdict is not False:
-                        clock_error = verdict  # the clock raised: the task is taken anyway
-                scheduler.counts["taken"] += 1
-                break
-            if unrun or entry is not None:
-                scheduler._after_shrink_locked()
-        if clock_error is not None:
-            log_clock_failure(clock_error)
-        scheduler.settle_unrun(unrun)  # cancels them, wakes their waiters, counts them settled
+                # Cancelled just now, its hook not yet run: settled as the hook would.
+                admission.drop_locked(entry, "cancelled", unrun)
+            if entry is not None:
+                admission.finished_locked("taken")
+        admission.settler.owed()  # a clock error on the way
+        admission.settler.cancel(unrun)  # wakes their waiters, counts them settled
         return entry

@@ -16,55 +16,65 @@ the child work normally, since they share no lock with the parent's.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+from ._claim import LOGGER
 
-LOGGER = logging.getLogger("concurrent.futures")
+
+class Lifecycle(Protocol):
+    """What interpreter exit and fork need of a pool (in practice its ``Admission``)."""
+
+    def stop(self, *, refuse_new: bool, cancel_futures: bool) -> None:
+        """Let the pool's threads exit once its queue is empty; never blocks."""
+
+    def join(self) -> None:
+        """Wait for every thread of the pool to exit."""
+
+    def after_fork_in_child(self) -> None:
+        """Make a pool inherited across ``fork()`` refuse work instead of hanging on it."""
+
 
 #: Set once the interpreter has begun to exit; read by ``submit`` under its pool's lock.
 exiting = False
 
-_schedulers: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+_pools: weakref.WeakSet[Lifecycle] = weakref.WeakSet()
 _registry_lock = threading.Lock()
 
 
-def register(scheduler: Scheduler) -> None:
+def register(pool: Lifecycle) -> None:
     """Include a new pool in what interpreter exit and fork take care of."""
     with _registry_lock:
-        _schedulers.add(scheduler)
+        _pools.add(pool)
 
 
-def _live_schedulers() -> list[Scheduler]:
+def _live_pools() -> list[Lifecycle]:
     with _registry_lock:
-        return list(_schedulers)
+        return list(_pools)
 
 
 def _at_exit() -> None:
     global exiting
     with _registry_lock:
         exiting = True
-    schedulers = _live_schedulers()
+    pools = _live_pools()
     # One pool that fails to stop must not keep the others from draining.
-    for scheduler in schedulers:
+    for pool in pools:
         try:
-            scheduler.stop(shutdown=False, cancel_futures=False)
+            pool.stop(refuse_new=False, cancel_futures=False)
         except Exception:
             LOGGER.critical("could not stop a pool at interpreter exit", exc_info=True)
-    for scheduler in schedulers:
-        scheduler.join_threads()
+    for pool in pools:
+        pool.join()
 
 
 def _after_fork_in_child() -> None:
     global _registry_lock
     _registry_lock = threading.Lock()
-    for scheduler in list(_schedulers):
-        scheduler.after_fork_in_child()
+    for pool in list(_pools):
+        pool.after_fork_in_child()
 
 
 threading._register_atexit(_at_exit)  # type: ignore[attr-defined]

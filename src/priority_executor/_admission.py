@@ -1,0 +1,430 @@
+"""Admission: everything a task meets from ``submit`` until it starts, and the pool's lock.
+
+A pool is two objects, wired together by its public class: an :class:`Admission`, which owns
+the queue, the deadlines, backpressure, the counts and the pool's one lock, and a *runner*
+(:class:`Runner`), which starts tasks: ``_threads.ThreadRunner`` with worker threads.
+Admission starts nothing itself. It tells the runner when tasks wait, and the runner calls
+:meth:`Admission.take_locked`, the one place where a task leaves the queue to start. Neither
+holds a reference to the public executor: the pool's threads must not keep it alive, or a
+pool dropped without ``shutdown()`` would never be collected and its threads never exit.
+
+The lock
+--------
+``Admission.lock`` is the pool's only lock. The runner, the timer, the callback threads and
+backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child`` replaces it.
+
+- Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
+  ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``, ``counts``,
+  ``joiners``; the state of the room, the timer, the callback threads and the runner.
+- Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
+- Lock order: it may be held while a Future's own lock is taken (only to read or claim it,
+  which runs no callback), never the reverse; no other lock of the package is taken while it
+  is held. Park locks (an idle worker's, the timer's) are only released under it.
+- No user code runs while it is held: not a task, an initializer, a done-callback (those run
+  inside ``Future.cancel``, ``set_result`` and ``set_exception``) or a logging handler. The one
+  exception is the clock, read under the lock so that one reading decides each deadline
+  race; it must be a plain function of time, like ``time.monotonic``.
+- Every ``*_locked`` method is called with it held and never blocks (but
+  ``Room.make_room_locked``, which waits on a Condition of this lock). What must happen after
+  unlocking (a claim, a cancel, ``Thread.start``) is listed under the lock and done by the
+  caller after. The lists (``evicted``, ``clock_errors``, the runner's ``unstarted``) are read
+  as hints without the lock, so that if an exception cuts the caller short, the next
+  ``submit``, ``join()`` or ``shutdown()`` finishes the job.
+- It is taken by a ``with`` statement, except on the two hot paths (``submit`` and a
+  worker's turn): see ``_lock.py``.
+
+The flows
+---------
+1. **Submit to start.** :meth:`submit` makes the Future and its ``Entry`` and, under the lock,
+   :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), keys
+   the entry (``_policy.queue_key``), applies backpressure (``Room.make_room_locked``) and
+   signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
+   it and calls ``Runner.work_waiting_locked``. After unlocking, ``Runner.start_pending``
+   starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
+2. **Start.** The runner calls :meth:`take_locked`: the best entry, counted ``running``; an
+   entry found past its deadline on the way is counted expired, for the runner to cancel.
+3. **Run to settle.** The runner claims the future outside the lock (``_claim.run``), runs the
+   task, settles the future, and reports the outcome by :meth:`finished_locked`.
+4. **Cancel.** ``Future.cancel()`` runs :meth:`_on_done`, every future's first done-callback,
+   which unqueues the entry under the lock and then wakes ``wait()`` by the claim step.
+5. **Expire.** The timer calls :meth:`pop_due_locked` and then :meth:`settle_expired`, which
+   cancels every due future before any callback runs, and hands callbacks to callback threads.
+6. **Shutdown.** :meth:`stop` sets the flags, drains the queue if cancelling, and has the
+   runner wake every idle thread; :meth:`join` waits for the runner's threads, the timer and
+   the callback threads.
+
+Every accepted task is in exactly one place: ``submitted == completed + failed + cancelled +
+expired + taken + queued + running + undecided`` (``check_invariants``: "lost task").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
+
+from . import _lifecycle
+from ._callbacks import CallbackRunner
+from ._claim import Outcome, cancel_all, claim
+from ._lock import acquire_politely
+from ._orders import HeapQueue, TaskQueue
+from ._policy import Number, WhenFull, is_due, queue_key
+from ._queue import NO_KWARGS, Entry, QueueBase
+from ._room import Room
+from ._runner import Gate, Runner
+from ._settle import Settler
+from ._timer import DeadlineTimer
+
+#: The counts that statistics() reports.
+COUNT_NAMES = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
+
+RunnerT = TypeVar("RunnerT", bound=Runner)
+
+
+class Admission(Generic[RunnerT]):
+    """The queue, its rules and the pool's lock; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        clock: Callable[[], float],
+        broken_type: type[BaseException],
+        ageing: Optional[float],
+        max_queued: Optional[int],
+        when_full: WhenFull,
+        make_runner: Callable[[Admission[RunnerT]], RunnerT],
+    ) -> None:
+        self.lock = threading.Lock()
+        self.spinners: set[int] = set()  # threads in acquire_politely (see _lock.py)
+        self.quiet = threading.Condition(self.lock)  # join(): nothing queued, running, settling
+        self.room = Room(self.lock, max_queued, when_full)
+        self.name = name
+        self.clock = clock
+        self.broken_type = broken_type
+        self.ageing = ageing
+        self.queue = self._new_queue()
+        self.running = 0  # taken by the runner, outcome not yet reported
+        self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
+        self.undecided = 0  # of those, not yet counted (a broken pool fails them after)
+        # Evicted to make room and counted, not yet settled: Settler.owed() cancels them after
+        # unlocking. join() waits for them too.
+        self.evicted: list[Entry] = []
+        self.clock_errors: list[Exception] = []  # raised under the lock; logged after
+        self.paused = False
+        self.shutdown = False
+        self.stopping = False  # shut down, executor collected, or interpreter exiting
+        self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
+        # Every key present, so that reading one never calls Counter.__missing__ under the lock.
+        self.counts: Counter[str] = Counter(dict.fromkeys(COUNT_NAMES, 0))
+        self.joiners = 0  # join() calls waiting on ``quiet``
+        self.timer = DeadlineTimer(self)
+        self.callbacks = CallbackRunner(self, name)
+        self.settler = Settler(self)
+        self.on_done = self._on_done  # one bound method for every future, not one per submit
+        self.runner = make_runner(self)
+
+    def _new_queue(self) -> QueueBase:
+        if self.ageing is None:
+            return TaskQueue(track_worst=self.room.evicts)
+        return HeapQueue(track_worst=self.room.evicts)
+
+    # -- 1. submit -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        priority: Number,
+        timeout: Optional[float],
+        gate: Optional[Gate] = None,
+    ) -> Future[Any]:
+        """Queue a task whose arguments the front has checked; ``gate``: the view, if any."""
+        future: Future[Any] = Future()
+        # No empty dict per queued task: they add up, with millions queued.
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
+        future.add_done_callback(self.on_done)
+        lock, polite = self.lock, 0
+        if not lock.acquire(False):
+            polite = acquire_politely(lock, self.spinners)
+        # One instruction between the acquisition and this try: see _lock.py.
+        try:
+            if polite:
+                self.spinners.discard(polite)
+            self._admit_locked(entry, timeout, gate)
+        finally:
+            lock.release()
+        try:
+            if self.runner.unstarted:  # hints, taken under the lock
+                self.runner.start_pending(entry)
+        finally:
+            if self.evicted:
+                self.settler.owed()
+        return future
+
+    def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
+        """Check, key and queue (or expire, or make room for) a new entry."""
+        self.check_accepting_locked(gate)
+        expired, evict = False, None
+        if timeout is None and self.ageing is None:
+            key = -entry.priority  # queue_key without a call, on the common path
+        else:
+            now = entry.queued_at = self.clock()  # if it raises, submit raises
+            key = queue_key(entry.priority, now, self.ageing)
+            if timeout is not None:
+                entry.deadline = now + timeout
+                expired = is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+        if not expired and self.room.full_locked(self.queue):
+            evict, expired = self.room.make_room_locked(self, entry, key, gate)
+        if not expired and self.timer.needs_signal_locked(entry.deadline):
+            self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
+        self._accept_locked(entry, key, expired, evict)
+
+    def _accept_locked(
+        self, entry: Entry, key: Number, expired: bool, evict: Optional[Entry]
+    ) -> None:
+        """Count and queue a checked entry: the only step of submit that changes state.
+
+        If an asynchronous exception (a signal handler's) interrupts it, what it did is
+        rolled back before the exception goes on, so the counts stay consistent.
+        """
+        counts = self.counts
+        before = counts["submitted"], counts["expired"], counts["cancelled"]
+        runner_before = self.runner.snapshot_locked()
+        try:
+            if expired:
+                # No one has seen this future yet: it has no waiter and no callback but
+                # the pool's own, which has nothing to do. So it is settled here.
+                cancel_all([entry.future])
+                counts["expired"] += 1
+            else:
+                if evict is not None:
+                    self.queue.remove(evict)
+                    counts["cancelled"] += 1
+                    self.evicted.append(evict)
+                self.queue.push(entry, key)
+                if not self.paused:
+                    self.runner.work_waiting_locked(len(self.queue))
+            counts["submitted"] += 1
+        except BaseException:
+            counts["submitted"], counts["expired"], counts["cancelled"] = before
+            self.queue.repair(entry)
+            if evict is not None and self.queue.find(evict.future) is not evict:
+                if evict in self.evicted:
+                    self.evicted.remove(evict)
+                self.queue.restore(evict)  # its removal may have stopped part-way
+            self.runner.rollback_locked(runner_before)
+            raise
+
+    def check_accepting_locked(self, gate: Optional[Gate] = None) -> None:
+        """Raise what the standard pool raises, in its order, when no task may be queued."""
+        if self.broken:
+            message: Optional[str] = None
+        elif self.shutdown or (gate is not None and gate.closed):
+            message = "cannot schedule new futures after shutdown"
+        elif _lifecycle.exiting:
+            message = "cannot schedule new futures after interpreter shutdown"
+        else:
+            return
+        self.counts["rejected"] += 1
+        if message is None:
+            raise self.broken_type(self.broken)
+        raise RuntimeError(message)
+
+    def withdraw_locked(self, entry: Entry) -> bool:
+        """Undo the submit of ``entry`` if it is still queued (no thread could start for it)."""
+        if self.queue.find(entry.future) is not entry:
+            return False
+        self.queue.remove(entry)
+        self.counts["submitted"] -= 1
+        self.shrunk_locked()
+        return True
+
+    # -- 2 and 3. start, and report --------------------------------------------------------
+
+    def waiting_locked(self) -> int:
+        """How many queued tasks may start now."""
+        return 0 if self.paused else len(self.queue)
+
+    def take_locked(self, unrun: list[Entry], even_paused: bool = False) -> Optional[Entry]:
+        """Take the best queued task to start it: the one place a task leaves the queue to start.
+
+        It is counted ``running`` until the runner reports it by :meth:`finished_locked`. One
+        clock reading decides the deadline race: an entry due is counted expired and added
+        to ``unrun``, for the caller to cancel by ``Settler.cancel`` after unlocking (so its
+        callbacks run in the runner's thread), and the next one is taken. If the clock
+        raises, the task starts (its deadline cannot be decided) and the error is listed for
+        ``Settler.owed``.
+
+        Returns:
+            None with nothing queued, or while paused (unless ``even_paused``: the
+            standard pool's queue, read through ``_work_queue``, knows no pause).
+        """
+        if self.paused and not even_paused:
+            return None
+        queue = self.queue
+        entry = queue.pop()
+        while entry is not None and entry.deadline is not None:
+            now = self.read_clock()
+            if isinstance(now, Exception):
+                self.clock_errors.append(now)
+                break
+            if not is_due(entry.deadline, now):
+                break
+            self.counts["expired"] += 1
+            self.settling += 1
+            unrun.append(entry)
+            entry = queue.pop()
+        if entry is not None:
+            self.running += 1
+        if self.room.blocked or self.joiners:
+            self.shrunk_locked()
+        return entry
+
+    def finished_locked(self, outcome: Outcome) -> None:
+        """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel)."""
+        self.running -= 1
+        self.counts[outcome] += 1
+        if self.joiners:
+            self.shrunk_locked()
+
+    def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
+        """A task taken by :meth:`take_locked` will not run: count it, as ``take_locked`` would."""
+        self.running -= 1
+        self.counts[outcome] += 1
+        self.settling += 1
+        unrun.append(entry)
+
+    def drained_locked(self) -> bool:
+        """True once the pool is stopping with nothing queued: a runner's threads may exit."""
+        if not self.stopping or self.queue:
+            return False
+        self.timer.wake_locked()  # it may exit too, once no deadline is left
+        return True
+
+    def break_locked(self, message: str) -> list[Entry]:
+        """Break the pool (a thread initializer failed): refuse work, take out the queue.
+
+        Returns:
+            The queued entries, for :meth:`Settler.fail` after unlocking, which counts them.
+        """
+        self.broken = message
+        return self.drain_locked(None)
+
+    def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:
+        """Take every queued entry out unrun, counted as ``outcome`` (None: by its settler)."""
+        drained = self.queue.drain()
+        if outcome is None:
+            self.undecided += len(drained)
+        else:
+            self.counts[outcome] += len(drained)
+        self.settling += len(drained)
+        self.shrunk_locked()
+        return drained
+
+    # -- 4. cancel, and settling what left the queue unrun ---------------------------------
+
+    def _on_done(self, future: Future[Any]) -> None:
+        """Done-callback of every future: unqueue a task cancelled by its user, wake waiters.
+
+        ``Future.cancel()`` does not wake ``wait()`` or ``as_completed()``; only the claim step
+        does. Without this hook a cancelled task would keep its waiters asleep until a worker
+        popped its entry, which, behind a stream of higher priorities, may be never.
+        """
+        # A future leaves ``entries`` only under the lock, when its task leaves the queue
+        # (requeue() keeps it mapped throughout), and whoever removes it claims it; so if it
+        # is absent here, someone else has claimed or will claim it. A stale "present" is
+        # rechecked under the lock. Reading a dict without the lock is safe with or without
+        # the GIL.
+        if future not in self.queue.entries:
+            return
+        cancelled = future.cancelled()
+        with self.lock:
+            entry = self.queue.find(future)
+            if entry is None:
+                return
+            self.queue.remove(entry)
+            self.counts["cancelled" if cancelled else "completed"] += 1
+            self.shrunk_locked()
+        entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
+        if cancelled:
+            claim(future, cancel=False)
+        # Otherwise someone set a result on a queued future by hand; it is done, so dropping
+        # its entry is all there is to do.
+
+    def settled_locked(self, count: int) -> None:
+        """``count`` futures counted in ``settling`` are settled, callbacks included."""
+        self.settling -= count
+        self.shrunk_locked()
+
+    def shrunk_locked(self) -> None:
+        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet."""
+        self.room.shrunk_locked()
+        if self.joiners and self._quiet_locked():
+            self.quiet.notify_all()
+
+    def _quiet_locked(self) -> bool:
+        """Nothing queued, running or being settled: what join() waits for."""
+        return not self.queue and not self.running and not self.settling and not self.evicted
+
+    # -- 5. deadlines ----------------------------------------------------------------------
+
+    def read_clock(self) -> Union[float, Exception]:
+        """The pool's clock, or the exception it raised, which the caller logs after unlocking.
+
+        A failing clock must not kill the thread that reads it: a worker would lose the task
+        it holds, the timer every later deadline. Until the clock works again, tasks start,
+        and the timer retries every ``_timer.CLOCK_RETRY`` seconds.
+        """
+        try:
+            return self.clock()
+        except Exception as exc:
+            return exc
+
+    def pop_due_locked(self, now: float) -> list[Entry]:
+        """Take out the entries due at ``now``, counted expired, for the timer to settle."""
+        due = self.queue.pop_due(now)
+        if due:
+            self.counts["expired"] += len(due)
+            self.settling += len(due)
+            self.shrunk_locked()
+        return due
+
+    def next_deadline_locked(self) -> Optional[float]:
+        return self.queue.next_deadline()
+
+    def settle_expired(self, due: list[Entry]) -> None:
+        self.settler.expired(due)
+
+    def is_own_thread_locked(self, thread: threading.Thread) -> bool:
+        """A thread of the runner (also while it starts), the timer, or a callback thread."""
+        return (
+            self.runner.owns_locked(thread)
+            or thread is self.timer.thread
+            or self.callbacks.owns_locked(thread)
+        )
+
+    def check_invariants(self) -> None:
+        """Check the queue's, admission's and the runner's invariants in O(n); for tests."""
+        with self.lock:
+            self.queue._check_invariants()
+            self.runner.check_locked()
+            self.callbacks.check_locked()
+            assert self.running >= 0, "more tasks finished than started"
+            assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
+            if self.room.max_queued is not None:
+                assert len(self.queue) <= self.room.max_queued, "more tasks queued than max_queued"
+            if self.queue.deadline_count and not self.broken:
+                earliest = self.queue.next_deadline()
+                assert self.timer.thread is not None, "deadlines pending without a timer"
+                assert self.timer.target is not None, "the timer sleeps with no target"
+                assert earliest is not None, "deadline count without a deadline"
+                assert self.timer.target <= earliest, "the timer would sleep past a deadline"
+            counts = self.counts
+            settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
+            settled += counts["taken"]  # taken out through _work_queue: not ours to run
+            in_flight = len(self.queue) + self.running + self.undecided
+            assert counts["submitted"] == settled + in_flight, "lost task"

@@ -1,0 +1,262 @@
+"""Admission control: what the public methods beyond ``submit`` do to a pool's admission.
+
+:class:`AdmissionControl` is the :class:`~._admission.Admission` a front holds: the core, plus
+``set_priority``, pause, ``join()``, the statistics, stopping (``shutdown()``, collection of
+the executor, interpreter exit) and ``fork()``. The lock's rules and the flows are those told
+at the top of ``_admission.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from collections import Counter
+from concurrent.futures import Future
+from typing import Any, Callable, Literal, NamedTuple, Optional, TypeVar, Union
+
+from . import _lifecycle
+from ._admission import Admission
+from ._callbacks import CallbackRunner
+from ._context import fresh_thread
+from ._policy import Number, WhenFull, queue_key
+from ._room import Room
+from ._runner import Runner
+from ._stats import ExecutorStatistics
+from ._timer import MAX_SLEEP, DeadlineTimer
+
+RunnerT = TypeVar("RunnerT", bound=Runner)
+
+
+class PoolState(NamedTuple):
+    """What ``repr`` and the standard pool's private flags show, in one snapshot."""
+
+    broken: Union[Literal[False], str]
+    shutdown: bool
+    paused: bool
+    queued: int
+    running: int
+    workers: int
+
+    def describe(self) -> str:
+        if self.broken:
+            return "broken"
+        if self.shutdown:
+            return "shutdown"
+        return "paused" if self.paused else "running"
+
+
+class AdmissionControl(Admission[RunnerT]):
+    """A pool's admission with its controls; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        clock: Callable[[], float],
+        broken_type: type[BaseException],
+        ageing: Optional[float],
+        max_queued: Optional[int],
+        when_full: WhenFull,
+        make_runner: Callable[[Admission[RunnerT]], RunnerT],
+    ) -> None:
+        super().__init__(
+            name=name,
+            clock=clock,
+            broken_type=broken_type,
+            ageing=ageing,
+            max_queued=max_queued,
+            when_full=when_full,
+            make_runner=make_runner,
+        )
+        # A weak reference to the executor, whose callback stops the pool; kept here, not by
+        # the executor, since a weak reference that dies with its referent never calls back.
+        self.owner_ref: Optional[weakref.ReferenceType[Any]] = None
+        _lifecycle.register(self)
+
+    def wake_timer(self) -> None:
+        """Make the timer re-read the clock now (tests call this after moving a fake clock)."""
+        with self.lock:
+            self.timer.wake_locked()
+
+    def wake_blocked(self) -> None:
+        """Make submits blocked on a full queue re-check whether they may still queue."""
+        with self.lock:
+            self.room.wake_all_locked()
+
+    # -- set_priority, pause, join, statistics ---------------------------------------------
+
+    def set_priority(self, future: Future[Any], priority: Number) -> bool:
+        """Move a queued task to ``priority``; False if it is not queued in this pool."""
+        with self.lock:
+            entry = self.queue.find(future)
+            # A future its user has just cancelled stays queued until the cancel hook, which
+            # runs after cancel() returns, removes it: it has not moved.
+            if entry is None or future.done():
+                return False
+            entry.priority = priority
+            self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing))
+            return True
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
+        with self.lock:
+            if self.stopping:
+                return  # a stopping pool drains its queue: it cannot be paused again
+            self.paused = paused
+            if not paused:
+                self.runner.work_waiting_locked(len(self.queue))
+        self.runner.start_pending(None)
+
+    def is_own_thread(self) -> bool:
+        """True when called from one of this pool's threads (see is_own_thread_locked)."""
+        with self.lock:
+            return self.is_own_thread_locked(threading.current_thread())
+
+    def wait_quiet(self, timeout: Optional[float]) -> bool:
+        """Block until nothing is queued, running or being settled; False on ``timeout``."""
+        if self.is_own_thread():
+            raise RuntimeError(
+                "cannot join() from one of the pool's own threads: it would wait for itself"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._finish_interrupted()
+        with self.lock:
+            self.joiners += 1
+            try:
+                while not self._quiet_locked():
+                    # Lock timeouts overflow past threading.TIMEOUT_MAX: wait in slices.
+                    left = MAX_SLEEP if deadline is None else deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self.quiet.wait(min(left, MAX_SLEEP))
+                return True
+            finally:
+                self.joiners -= 1
+
+    def _finish_interrupted(self) -> None:
+        """Start the threads and settle the evictions that an interrupted submit left."""
+        self.runner.start_pending(None)
+        self.settler.owed()
+
+    def statistics(self) -> ExecutorStatistics:
+        """A snapshot of the pool's state and counts, taken under the lock."""
+        with self.lock:
+            by_priority = Counter(entry.priority for entry in self.queue.entries.values())
+            workers, idle = self.runner.sizes_locked()
+            counts = self.counts
+            return ExecutorStatistics(
+                queued=len(self.queue),
+                queued_by_priority=dict(sorted(by_priority.items(), reverse=True)),
+                running=self.running,
+                workers=workers,
+                idle_workers=idle,
+                paused=self.paused,
+                submitted=counts["submitted"],
+                completed=counts["completed"],
+                failed=counts["failed"],
+                cancelled=counts["cancelled"],
+                expired=counts["expired"],
+                rejected=counts["rejected"],
+                taken=counts["taken"],
+            )
+
+    def state(self) -> PoolState:
+        """The pool's flags and sizes, read together under the lock."""
+        with self.lock:
+            return PoolState(
+                self.broken,
+                self.shutdown,
+                self.paused,
+                len(self.queue),
+                self.running,
+                self.runner.sizes_locked()[0],
+            )
+
+    # -- 6. stopping -----------------------------------------------------------------------
+
+    def stop(self, *, refuse_new: bool, cancel_futures: bool) -> None:
+        """Let every thread exit once the queue is empty; never blocks, never runs tasks here.
+
+        A paused pool is resumed, so that its queued tasks run (or are cancelled) and
+        ``shutdown(wait=True)`` cannot hang on them.
+
+        Args:
+            refuse_new: refuse new submissions from now on (``shutdown()``, not collection).
+            cancel_futures: cancel every queued task and wake its waiters.
+        """
+        with self.lock:
+            if refuse_new:
+                self.shutdown = True
+            self.stopping = True
+            self.paused = False
+            drained = self.drain_locked("cancelled") if cancel_futures else []
+            self.runner.stop_locked()
+            self.timer.wake_locked()
+            self.room.wake_all_locked()  # blocked submits raise the standard RuntimeError
+        self.settler.cancel(drained)
+        try:
+            self.runner.start_pending(None)
+        except Exception:
+            # No thread can start (at interpreter exit, say) and none runs: cancel what
+            # would otherwise wait for ever.
+            with self.lock:
+                drained = [] if self.runner.staffed_locked() else self.drain_locked("cancelled")
+            if drained:
+                self.settler.abandon(drained)
+
+    def join(self) -> None:
+        """Wait for every thread of the pool to exit; from one of them, return at once.
+
+        A pool thread cannot wait for the pool: it would wait for itself, or for a worker
+        that waits for it (two tasks calling ``shutdown()`` at once), or keep the queue from
+        draining while the timer it waits for sleeps until a deadline.
+        """
+        if self.is_own_thread():
+            return
+        self._finish_interrupted()
+        self.runner.join()
+        self.timer.join()
+        self.callbacks.join()  # those the timer handed callbacks to, until it exited
+
+    def owner_gone(self, _ref: weakref.ReferenceType[Any]) -> None:
+        """Weak-reference callback: the executor was collected without ``shutdown()``.
+
+        The garbage collector may call this in any thread, at any allocation, even in one of
+        the pool's own threads while it holds the pool's lock, which is not reentrant. So if
+        the lock is not free at once, a short-lived thread waits for it instead.
+        """
+        if self.lock.acquire(False):
+            self.lock.release()
+            self.stop(refuse_new=False, cancel_futures=False)
+            return
+        # If the interpreter is exiting, no thread can start; its exit hook stops every pool.
+        with contextlib.suppress(RuntimeError):
+            fresh_thread(
+                f"{self.name}_stop", self.stop, refuse_new=False, cancel_futures=False
+            ).start()
+
+    def after_fork_in_child(self) -> None:
+        """Make a pool inherited across ``fork()`` refuse work instead of hanging on it.
+
+        Its threads do not exist in the child, and another thread may have held its lock. A
+        pool that had started no thread has no such state to lose, and stays usable.
+        """
+        self.lock = threading.Lock()
+        used = self.runner.after_fork_in_child(self.lock)
+        used = used or bool(self.queue) or self.timer.thread is not None
+        self.spinners.clear()
+        self.quiet = threading.Condition(self.lock)
+        self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
+        self.running = self.joiners = self.settling = self.undecided = 0
+        del self.evicted[:], self.clock_errors[:]
+        self.timer = DeadlineTimer(self)
+        self.callbacks = CallbackRunner(self, self.name)
+        if used:
+            # Its queue may have been caught mid-update: drop it. Its futures never settle
+            # in the child, as with the standard pool, but join() and shutdown() return.
+            self.queue = self._new_queue()
+            self.broken = (
+                "cannot use a pool inherited across os.fork(); create a new pool in the child"
+            )

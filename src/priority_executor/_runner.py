@@ -1,0 +1,63 @@
+"""The contract between admission and what starts its tasks, and a view's gate.
+
+:class:`Runner` is what ``Admission`` needs from a runner (``_threads.ThreadRunner`` today); a
+runner calls back only ``Admission.take_locked`` (the one place a task leaves the queue to
+start), ``finished_locked``, ``drop_locked``, ``drained_locked``, ``break_locked`` and
+``withdraw_locked``. Declared here, below both, so that neither imports the other's
+implementation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sized
+from typing import Any, Optional, Protocol
+
+from ._queue import Entry
+
+
+class Gate(Protocol):
+    """A view's open/closed state, read under the pool's lock by the submits made through it."""
+
+    closed: bool
+
+
+class Runner(Protocol):
+    """What admission needs from whatever starts its tasks; ``*_locked`` with the lock held."""
+
+    @property
+    def unstarted(self) -> Sized:
+        """Threads counted in but not yet started; a hint for :meth:`start_pending`."""
+
+    def work_waiting_locked(self, waiting: int) -> None:
+        """``waiting`` tasks may start now: get someone to call ``take_locked()``."""
+
+    def stop_locked(self) -> None:
+        """The pool is stopping: wake whatever sleeps, so that it drains the queue and exits."""
+
+    def start_pending(self, entry: Optional[Entry]) -> None:
+        """Start what was counted in under the lock; without it. ``entry``: the submit's."""
+
+    def snapshot_locked(self) -> object:
+        """The runner's state, for :meth:`rollback_locked` to undo an interrupted submit."""
+
+    def rollback_locked(self, snapshot: Any) -> None:
+        """Undo what ``work_waiting_locked`` did since ``snapshot``."""
+
+    def owns_locked(self, thread: threading.Thread) -> bool:
+        """One of the runner's threads (also one still starting)."""
+
+    def staffed_locked(self) -> bool:
+        """Some thread of the runner runs or is starting: what is queued will be taken."""
+
+    def sizes_locked(self) -> tuple[int, int]:
+        """(workers, idle workers), for the statistics."""
+
+    def check_locked(self) -> None:
+        """Assert the runner's invariants."""
+
+    def join(self) -> None:
+        """Wait for the runner's threads to exit, once the pool is stopping; without the lock."""
+
+    def after_fork_in_child(self, lock: threading.Lock) -> bool:
+        """Forget the threads, which do not exist in a fork child; True if any was started."""

@@ -1,0 +1,143 @@
+"""Settling the futures of tasks taken out of the queue unrun.
+
+Expired by the timer, cancelled by ``shutdown(cancel_futures=True)``, abandoned when no thread
+can start, failed by a broken pool: in each case many futures settle at once, and each of
+them was counted in ``settling`` under the pool's lock when it left the queue. Each function
+here settles every future first (``cancel_all``: done, waiters awake) and only then runs the
+done-callbacks, so that no callback delays another future's settling; then it reports them
+settled, which is what ``join()`` waits for. Called without the pool's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import Future
+from typing import Any, Callable, Protocol
+
+from ._callbacks import CallbackRunner
+from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
+from ._futures import cancel_once, has_user_callbacks
+from ._queue import Entry
+from ._timer import log_clock_failure
+
+
+class Sink(Protocol):
+    """What settling needs of the pool (its ``Admission``); ``*_locked`` with ``lock`` held."""
+
+    lock: threading.Lock
+    counts: Counter[str]
+    undecided: int
+    callbacks: CallbackRunner
+    evicted: list[Entry]  # evicted to make room, not yet settled
+    clock_errors: list[Exception]  # raised under the lock, not yet logged
+
+    def settled_locked(self, count: int) -> None:
+        """``count`` futures counted in ``settling`` are settled, callbacks included."""
+
+    def shrunk_locked(self) -> None:
+        """Wake who waits for the queue to shrink."""
+
+
+class Settler:
+    """The bulk settling of one pool; see the module docstring."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def owed(self) -> None:
+        """Cancel the entries listed in ``evicted`` and log ``clock_errors``; without the lock.
+
+        An entry stays listed until it is settled, callbacks included, so that if an
+        exception interrupts its settler, the next submit, ``join()`` or ``shutdown()``
+        settles it; settling twice is harmless (``cancel_once``).
+        """
+        sink = self.sink
+        while sink.clock_errors:  # a hint, rechecked under the lock
+            with sink.lock:
+                errors = sink.clock_errors[:]
+                del sink.clock_errors[:]
+            for error in errors:
+                log_clock_failure(error)
+        while sink.evicted:
+            with sink.lock:
+                if not sink.evicted:
+                    return
+                entry = sink.evicted[-1]
+                future = entry.future
+            cancel_once(future)
+            with sink.lock:
+                mine = entry in sink.evicted  # not settled by another thread meanwhile
+                if mine:
+                    sink.evicted.remove(entry)
+                    sink.shrunk_locked()
+            if mine:
+                entry.detach()
+
+    def cancel(self, drained: list[Entry]) -> None:
+        """Cancel ``drained`` and run their callbacks in this thread."""
+        if not drained:
+            return
+        try:
+            for future in cancel_all([entry.detach() for entry in drained]):
+                run_callbacks_guarded(future)
+        finally:
+            with self.sink.lock:
+                self.sink.settled_locked(len(drained))
+
+    def abandon(self, drained: list[Entry]) -> None:
+        """Cancel what no thread will ever run (none could start), and say so."""
+        LOGGER.critical("no worker thread could start: %d queued tasks cancelled", len(drained))
+        self.cancel(drained)
+
+    def expired(self, due: list[Entry]) -> None:
+        """Cancel ``due`` at once, and hand their callbacks to the callback threads.
+
+        The timer calls this: a callback run on its thread could make it late for the next
+        deadline.
+        """
+        owed = cancel_all([entry.detach() for entry in due])
+        owed = [future for future in owed if has_user_callbacks(future)]
+        sink, thread = self.sink, None
+        with sink.lock:
+            sink.settled_locked(len(due) - len(owed))
+            if owed:
+                thread = sink.callbacks.add_locked(owed)
+        if thread is not None:
+            self._start_callback_thread(thread)
+
+    def _start_callback_thread(self, thread: threading.Thread) -> None:
+        sink = self.sink
+        try:
+            thread.start()
+        except BaseException:
+            # No thread for the callbacks: run them here, late rather than never.
+            with sink.lock:
+                left = sink.callbacks.forget_locked(thread)
+            try:
+                for future in left:
+                    run_callbacks_guarded(future)
+            finally:
+                with sink.lock:
+                    sink.settled_locked(len(left))
+            raise
+
+    def fail(self, drained: list[Entry], error: Callable[[], BaseException]) -> None:
+        """Fail ``drained``, taken out uncounted (``undecided``), with ``error()`` each.
+
+        A future its user cancelled meanwhile stays cancelled, and is counted so.
+        """
+        failed = 0
+        try:
+            for entry in drained:
+                future: Future[Any] = entry.detach()
+                if claim(future, cancel=False):
+                    failed += 1
+                    guard_callbacks(future, future.set_exception, error())
+        finally:
+            sink = self.sink
+            with sink.lock:
+                sink.counts["failed"] += failed
+                sink.counts["cancelled"] += len(drained) - failed
+                sink.undecided -= len(drained)
+                sink.settled_locked(len(drained))

@@ -1,0 +1,295 @@
+"""The thread runner: the worker threads that start a pool's tasks, and how they are woken.
+
+Threads are started as the standard pool starts them: when the queued tasks outnumber the
+idle workers and those on their way, up to ``max_workers``. A thread is counted in under the
+pool's lock (``starting``, ``arriving``, ``unstarted``) and started after unlocking
+(:meth:`ThreadRunner.start_pending`), so that while ``start()`` waits for the new thread,
+that thread can take the lock. Whoever counts a thread in starts it; if an exception kept it
+from doing so, the next submit, ``resume()``, ``join()`` or ``shutdown()`` does.
+
+The wake-up protocol. Nobody polls: an idle worker sleeps on its own *park* lock, which it
+holds and blocks acquiring again until someone pops it from ``idle`` and releases it. Idle
+workers are woken one at a time: a submit wakes one only if none is already on its way
+(``wakes``), and each worker that takes a task passes the wake-up on while work and idle
+workers remain (:meth:`ThreadRunner._wake_one_locked`, the one place a worker is woken).
+Invariant: unless paused, no task waits while a worker idles and ``wakes == 0``. A worker
+that finds nothing to do first yields the GIL once, counted in ``wakes`` as on its way (a
+submitter holding the GIL may be about to queue more, and parking after every task costs a
+wake-up per task), and only then parks.
+
+Every field is guarded by the pool's lock (``Admission.lock``), and every ``*_locked``
+method is called with it held.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ._admission import Admission
+from ._claim import LOGGER, Outcome, run
+from ._context import fresh_thread
+from ._lock import acquire_politely
+from ._queue import Entry
+
+#: The standard pool's message for a failed initializer, word for word.
+BROKEN_BY_INITIALIZER = "A thread initializer failed, the thread pool is not usable anymore"
+
+
+class ThreadRunner:
+    """The worker threads of one pool; see the module docstring."""
+
+    def __init__(
+        self,
+        admission: Admission[ThreadRunner],
+        *,
+        max_workers: int,
+        initializer: Optional[Callable[..., object]],
+        initargs: tuple[Any, ...],
+    ) -> None:
+        self.admission = admission
+        self.max_workers = max_workers
+        self.initializer = initializer
+        self.initargs = initargs
+        self.idle: list[threading.Lock] = []  # park locks of idle workers, latest last
+        self.wakes = 0  # idle workers woken (or yielding) that have not yet looked
+        self.threads: set[threading.Thread] = set()  # started, as the standard pool's
+        self.starting: set[threading.Thread] = set()  # counted in, not yet registered
+        self.arriving = 0  # threads counted in that have not yet reached their loop
+        self.newest: Optional[threading.Thread] = None  # the last one counted in
+        self.unstarted: list[threading.Thread] = []  # counted in, not yet handed to start()
+        self.started = threading.Condition(admission.lock)  # a thread left ``starting``
+
+    # -- what admission calls --------------------------------------------------------------
+
+    def work_waiting_locked(self, waiting: int) -> None:
+        self._wake_one_locked(waiting)
+        while (
+            waiting > self.wakes + len(self.idle) + self.arriving
+            and len(self.threads) + len(self.starting) < self.max_workers
+        ):
+            self._count_in_locked()
+
+    def stop_locked(self) -> None:
+        self.wakes += len(self.idle)
+        for park in self.idle:
+            park.release()
+        self.idle.clear()  # in place: workers hold this list
+        self.work_waiting_locked(len(self.admission.queue))  # paused before it had a worker
+
+    def snapshot_locked(self) -> object:
+        return self.wakes, len(self.idle), self.arriving, self.newest
+
+    def rollback_locked(self, snapshot: Any) -> None:
+        wakes, idle, arriving, newest = snapshot
+        if self.newest is not newest:  # a worker was counted in: write it off
+            assert self.newest is not None
+            self.starting.discard(self.newest)
+            if self.newest in self.unstarted:
+                self.unstarted.remove(self.newest)
+            self.arriving = arriving
+            self.newest = newest
+        # A worker woken for the entry finds nothing and parks again; a wake-up counted
+        # with no worker released would keep every later one from being given.
+        self.wakes -= max(0, (self.wakes - wakes) - (idle - len(self.idle)))
+
+    def owns_locked(self, thread: threading.Thread) -> bool:
+        return thread in self.threads or thread in self.starting
+
+    def staffed_locked(self) -> bool:
+        return bool(self.threads or self.starting)
+
+    def sizes_locked(self) -> tuple[int, int]:
+        return sum(thread.is_alive() for thread in self.threads), len(self.idle)
+
+    def check_locked(self) -> None:
+        workers = len(self.threads) + len(self.starting)
+        assert self.wakes >= 0, "more wake-ups consumed than given"
+        assert 0 <= self.arriving <= workers, "arriving count is off"
+        assert len(self.idle) <= workers, "more idle workers than threads"
+        assert workers <= self.max_workers, "more threads than max_workers"
+        assert not self.threads & self.starting, "a thread both started and starting"
+        assert set(self.unstarted) <= self.starting, "an unstarted thread is not counted in"
+        if self.idle and self.admission.waiting_locked():
+            assert self.wakes > 0, "a task waits while every idle worker sleeps"
+
+    def join(self) -> None:
+        with self.admission.lock:
+            # No thread can be counted in once the pool is stopping; wait for those starting.
+            self.started.wait_for(lambda: not self.starting)
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join()
+
+    def after_fork_in_child(self, lock: threading.Lock) -> bool:
+        used = bool(self.threads or self.starting)
+        self.idle.clear()
+        self.threads.clear()
+        self.starting.clear()
+        self.wakes = self.arriving = 0
+        self.newest = None
+        self.unstarted.clear()
+        self.started = threading.Condition(lock)
+        return used
+
+    # -- starting threads ------------------------------------------------------------------
+
+    def _wake_one_locked(self, waiting: int) -> None:
+        """Wake one idle worker if tasks wait and none is on its way: see the protocol."""
+        if waiting and self.idle and not self.wakes:
+            self.wakes = 1
+            self.idle.pop().release()
+
+    def _count_in_locked(self) -> None:
+        """Count a new worker in; :meth:`start_pending` starts it after unlocking."""
+        index = len(self.threads) + len(self.starting)
+        thread = fresh_thread(f"{self.admission.name}_{index}", self._work)
+        self.newest = thread  # first: an interrupted submit finds what it counted in here
+        self.starting.add(thread)
+        self.arriving += 1
+        self.unstarted.append(thread)
+
+    def start_pending(self, entry: Optional[Entry]) -> None:
+        """Start the workers counted in, whoever counted them in; call without the lock."""
+        while self.unstarted:  # a hint: _start_one takes one under the lock
+            self._start_one(entry)
+
+    def _start_one(self, entry: Optional[Entry]) -> None:
+        """Start one thread counted in; if that fails, write it off.
+
+        ``start()`` may fail ("can't start new thread"), or be interrupted by a signal after
+        the thread began. Either way, under the lock, a thread still ``starting`` is written
+        off; if it runs after all, it finds that out when it arrives and exits at once. If
+        other workers remain, they will run the queued work and a failure to start is
+        absorbed. If none does, the submit that queued ``entry`` is withdrawn and the error
+        raised, as the standard pool raises it. An interrupt is always raised again.
+        """
+        admission, thread = self.admission, None
+        try:
+            # Taken inside the try, so that whatever interrupts this thread from here on,
+            # the worker is either started or written off, never left counted in for ever.
+            with admission.lock:
+                if not self.unstarted:
+                    return
+                thread = self.unstarted.pop()
+            thread.start()
+        except BaseException as exc:
+            if thread is None:
+                raise
+            with admission.lock:
+                if thread in self.starting:
+                    self.starting.discard(thread)
+                    self.arriving -= 1
+                    self.started.notify_all()
+                stranded = not self.threads and not self.starting
+                withdrawn = stranded and entry is not None and admission.withdraw_locked(entry)
+                if not stranded and isinstance(exc, Exception):
+                    return
+            if withdrawn:
+                assert entry is not None
+                entry.detach()  # its tombstone holds nothing of the task
+            raise
+        with admission.lock:
+            self._register_locked(thread)  # unless it registered itself already
+
+    def _register_locked(self, thread: threading.Thread) -> bool:
+        """Move a started thread from ``starting`` to ``threads``; False if it is in neither."""
+        if thread in self.starting:
+            self.starting.discard(thread)
+            self.threads.add(thread)
+            self.started.notify_all()
+            return True
+        return thread in self.threads
+
+    def _arrive_locked(self) -> bool:
+        """A new worker reaches its loop: register it; False if a failed start wrote it off."""
+        if not self._register_locked(threading.current_thread()):
+            return False
+        self.arriving -= 1
+        return True
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        """Body of every worker thread: see the wake-up protocol in the module docstring."""
+        if self.initializer is not None and not self._initialize():
+            return
+        admission = self.admission
+        with admission.lock:
+            if not self._arrive_locked():
+                return
+        park = threading.Lock()
+        park.acquire()
+        lock, spinners, idle = admission.lock, admission.spinners, self.idle
+        take, finish = admission.take_locked, admission.finished_locked
+        waiting = admission.waiting_locked
+        clock_errors, cancel = admission.clock_errors, admission.settler.cancel
+        expired: list[Entry] = []  # what take() found past its deadline, for it to cancel
+        woken = False  # took a wake-up (``wakes``) that it has not yet consumed
+        yielded = False  # found the queue empty and yielded once since its last task
+        outcome: Optional[Outcome] = None  # of the task it took last, not yet reported
+        while True:
+            polite = 0
+            if not lock.acquire(False):
+                polite = acquire_politely(lock, spinners)
+            # One instruction between the acquisition and this try: see _lock.py.
+            try:
+                if polite:
+                    spinners.discard(polite)
+                if woken:
+                    self.wakes -= 1
+                    woken = False
+                if outcome is not None:
+                    finish(outcome)
+                    outcome = None
+                entry = take(expired)
+                if idle:
+                    self._wake_one_locked(waiting())  # pass the wake-up on
+                done = entry is None and admission.drained_locked()
+                if entry is None and not done:
+                    if yielded:
+                        idle.append(park)
+                    else:
+                        self.wakes += 1
+                        woken = True
+            finally:
+                lock.release()
+            if spinners:
+                time.sleep(0)  # let a thread that yielded for the lock have it, and the GIL
+            if expired:
+                cancel(expired)  # callbacks included, in this thread
+                expired.clear()
+            if clock_errors:
+                admission.settler.owed()
+            if entry is not None:
+                yielded = False
+                fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+                # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
+                outcome = run(entry.detach(), fn, args, kwargs)
+                del fn, args, kwargs
+                entry = None  # nothing of the task stays referenced while this worker sleeps
+            elif done:
+                return
+            elif yielded:
+                park.acquire()  # until a submit or another worker hands it a wake-up
+                woken, yielded = True, False
+            else:
+                time.sleep(0)
+                yielded = True
+
+    def _initialize(self) -> bool:
+        """Run the initializer; if it raises, break the pool and fail its queue."""
+        assert self.initializer is not None
+        try:
+            self.initializer(*self.initargs)
+            return True
+        except BaseException:
+            LOGGER.critical("Exception in initializer:", exc_info=True)
+        admission = self.admission
+        with admission.lock:
+            if not self._arrive_locked():
+                return False
+            drained = admission.break_locked(BROKEN_BY_INITIALIZER)
+        admission.settler.fail(drained, lambda: admission.broken_type(BROKEN_BY_INITIALIZER))
+        return False
