@@ -22,7 +22,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
 from priority_executor._claim import claim
-from support import AGEING, wait_until
+from support import AGEING, internals, timer_asleep, wait_until
 
 
 def unexpected_state(future: Future[Any]) -> tuple[int, str]:
@@ -202,3 +202,34 @@ def test_shutdown_cancel_futures_settles_every_future_before_any_callback_runs(
         closer.join(TIMEOUT)
     assert not closer.is_alive()
     pool._check_invariants()
+
+
+# Before (the split of the scheduler, caught by review): a worker whose take found only
+# expired tasks counted itself on its way to the queue while it ran their done-callbacks, so
+# a submit meanwhile woke no idle worker and waited for those callbacks to return.
+def test_a_worker_running_the_callbacks_of_tasks_it_found_expired_keeps_no_wake_up(
+    clock: FakeClock,
+) -> None:
+    with PriorityThreadPoolExecutor(max_workers=2, clock=clock) as pool:
+        both = threading.Barrier(2)
+        assert list(pool.map(lambda _: both.wait(TIMEOUT), range(2))) in ([0, 1], [1, 0])
+        wait_until(lambda: internals(pool).idle_workers() == 2, "both workers idle")
+        pool.pause()
+        doomed = pool.submit(str, "doomed", timeout=10.0)
+        entered, release = threading.Event(), threading.Event()
+
+        def stuck(_: Future[Any]) -> None:
+            entered.set()
+            release.wait(TIMEOUT)
+
+        doomed.add_done_callback(stuck)
+        timer_asleep(pool, clock() + 10.0)
+        clock.advance(20.0)  # past its deadline; the timer, not attached, sleeps on
+        pool.resume()  # a worker takes it, finds it expired, and runs its callback
+        try:
+            assert entered.wait(TIMEOUT), "the expired task's callback never ran"
+            assert pool.submit(str, "quick").result(TIMEOUT) == "quick"
+        finally:
+            release.set()
+        assert doomed.cancelled()
+        pool._check_invariants()

@@ -406,3 +406,30 @@ def test_pause_after_shutdown_cannot_stop_the_queue_draining(gate: Gate) -> None
         pool.resume()
         gate.open()
         pool.shutdown(wait=True)
+
+
+# Before (the split of the scheduler, caught by review): a submit counted in every thread the
+# queue lacked, not one; after a start failure was absorbed, the next submit started two
+# threads where the standard pool starts one, and an interrupt there wrote off only one.
+def test_a_submit_after_an_absorbed_start_failure_starts_one_thread(
+    gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PriorityThreadPoolExecutor(max_workers=3, thread_name_prefix="onestart") as pool:
+        held = pool.submit(gate)
+        gate.wait_started()
+        real_start = threading.Thread.start
+
+        def start(self: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", start)
+        first = pool.submit(str, "first")  # its thread fails; the held worker will run it
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        assert len(pool._threads) == 1
+        second = pool.submit(str, "second")
+        assert len(pool._threads) == 2, "one submit, one thread, as the standard pool"
+        pool._check_invariants()
+        gate.open()
+        assert held.result(TIMEOUT) == "gate"
+        assert (first.result(TIMEOUT), second.result(TIMEOUT)) == ("first", "second")
+        pool._check_invariants()

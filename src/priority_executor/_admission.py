@@ -39,7 +39,7 @@ The flows
    :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), keys
    the entry (``_policy.queue_key``), applies backpressure (``Room.make_room_locked``) and
    signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
-   it and calls ``Runner.work_waiting_locked``. After unlocking, ``Runner.start_pending``
+   it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
    starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry, counted ``running``; an
    entry found past its deadline on the way is counted expired, for the runner to cancel.
@@ -60,6 +60,7 @@ expired + taken + queued + running + undecided`` (``check_invariants``: "lost ta
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -123,6 +124,7 @@ class Admission(Generic[RunnerT]):
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, name)
         self.settler = Settler(self)
+        self.owner_ref: Optional[weakref.ReferenceType[Any]] = None  # see AdmissionControl.adopt
         self.on_done = self._on_done  # one bound method for every future, not one per submit
         self.runner = make_runner(self)
 
@@ -207,7 +209,7 @@ class Admission(Generic[RunnerT]):
                     self.evicted.append(evict)
                 self.queue.push(entry, key)
                 if not self.paused:
-                    self.runner.work_waiting_locked(len(self.queue))
+                    self.runner.queued_locked(len(self.queue))
             counts["submitted"] += 1
         except BaseException:
             counts["submitted"], counts["expired"], counts["cancelled"] = before
@@ -223,10 +225,12 @@ class Admission(Generic[RunnerT]):
         """Raise what the standard pool raises, in its order, when no task may be queued."""
         if self.broken:
             message: Optional[str] = None
-        elif self.shutdown or (gate is not None and gate.closed):
+        elif self.shutdown:
             message = "cannot schedule new futures after shutdown"
         elif _lifecycle.exiting:
             message = "cannot schedule new futures after interpreter shutdown"
+        elif gate is not None and gate.closed:
+            message = "cannot schedule new futures after shutdown"
         else:
             return
         self.counts["rejected"] += 1

@@ -14,13 +14,13 @@ import time
 import weakref
 from collections import Counter
 from concurrent.futures import Future
-from typing import Any, Callable, Literal, NamedTuple, Optional, TypeVar, Union
+from typing import Any, Literal, NamedTuple, Optional, TypeVar, Union
 
 from . import _lifecycle
 from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
-from ._policy import Number, WhenFull, queue_key
+from ._policy import Number, queue_key
 from ._room import Room
 from ._runner import Runner
 from ._stats import ExecutorStatistics
@@ -50,29 +50,13 @@ class PoolState(NamedTuple):
 class AdmissionControl(Admission[RunnerT]):
     """A pool's admission with its controls; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        clock: Callable[[], float],
-        broken_type: type[BaseException],
-        ageing: Optional[float],
-        max_queued: Optional[int],
-        when_full: WhenFull,
-        make_runner: Callable[[Admission[RunnerT]], RunnerT],
-    ) -> None:
-        super().__init__(
-            name=name,
-            clock=clock,
-            broken_type=broken_type,
-            ageing=ageing,
-            max_queued=max_queued,
-            when_full=when_full,
-            make_runner=make_runner,
-        )
-        # A weak reference to the executor, whose callback stops the pool; kept here, not by
-        # the executor, since a weak reference that dies with its referent never calls back.
-        self.owner_ref: Optional[weakref.ReferenceType[Any]] = None
+    def adopt(self, owner: object) -> None:
+        """Serve ``owner``, the front: stop when it is collected; stop at exit; mind fork.
+
+        The weak reference is kept here, not by the front: one that dies in the same garbage
+        cycle as its referent never calls back.
+        """
+        self.owner_ref = weakref.ref(owner, self.owner_gone)
         _lifecycle.register(self)
 
     def wake_timer(self) -> None:
@@ -106,7 +90,7 @@ class AdmissionControl(Admission[RunnerT]):
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if not paused:
-                self.runner.work_waiting_locked(len(self.queue))
+                self.runner.resumed_locked(len(self.queue))
         self.runner.start_pending(None)
 
     def is_own_thread(self) -> bool:

@@ -16,7 +16,6 @@ import itertools
 import os
 import threading
 import time
-import weakref
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
@@ -109,7 +108,7 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
                 admission, max_workers=max_workers, initializer=initializer, initargs=initargs
             ),
         )
-        self._admission.owner_ref = weakref.ref(self, self._admission.owner_gone)
+        self._admission.adopt(self)
         self._work_queue_reader = WorkQueue(self._admission)
 
     # The standard pool's attributes that tests and libraries read, with the same meaning.

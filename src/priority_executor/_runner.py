@@ -29,8 +29,11 @@ class Runner(Protocol):
     def unstarted(self) -> Sized:
         """Threads counted in but not yet started; a hint for :meth:`start_pending`."""
 
-    def work_waiting_locked(self, waiting: int) -> None:
-        """``waiting`` tasks may start now: get someone to call ``take_locked()``."""
+    def queued_locked(self, waiting: int) -> None:
+        """A task was queued, and ``waiting`` may start now: get someone to ``take_locked()``."""
+
+    def resumed_locked(self, waiting: int) -> None:
+        """The pool was resumed with ``waiting`` tasks queued: get as many takers as they need."""
 
     def stop_locked(self) -> None:
         """The pool is stopping: wake whatever sleeps, so that it drains the queue and exits."""
@@ -42,7 +45,7 @@ class Runner(Protocol):
         """The runner's state, for :meth:`rollback_locked` to undo an interrupted submit."""
 
     def rollback_locked(self, snapshot: Any) -> None:
-        """Undo what ``work_waiting_locked`` did since ``snapshot``."""
+        """Undo what ``queued_locked`` did since ``snapshot``."""
 
     def owns_locked(self, thread: threading.Thread) -> bool:
         """One of the runner's threads (also one still starting)."""

@@ -63,12 +63,14 @@ class ThreadRunner:
 
     # -- what admission calls --------------------------------------------------------------
 
-    def work_waiting_locked(self, waiting: int) -> None:
+    def queued_locked(self, waiting: int) -> None:
         self._wake_one_locked(waiting)
-        while (
-            waiting > self.wakes + len(self.idle) + self.arriving
-            and len(self.threads) + len(self.starting) < self.max_workers
-        ):
+        if self._understaffed_locked(waiting):  # one thread at most, as the standard pool
+            self._count_in_locked()
+
+    def resumed_locked(self, waiting: int) -> None:
+        self._wake_one_locked(waiting)
+        while self._understaffed_locked(waiting):
             self._count_in_locked()
 
     def stop_locked(self) -> None:
@@ -76,7 +78,7 @@ class ThreadRunner:
         for park in self.idle:
             park.release()
         self.idle.clear()  # in place: workers hold this list
-        self.work_waiting_locked(len(self.admission.queue))  # paused before it had a worker
+        self.resumed_locked(len(self.admission.queue))  # paused before it had a worker
 
     def snapshot_locked(self) -> object:
         return self.wakes, len(self.idle), self.arriving, self.newest
@@ -140,6 +142,13 @@ class ThreadRunner:
         if waiting and self.idle and not self.wakes:
             self.wakes = 1
             self.idle.pop().release()
+
+    def _understaffed_locked(self, waiting: int) -> bool:
+        """More tasks wait than workers idle or on their way, and room for another thread."""
+        return (
+            waiting > self.wakes + len(self.idle) + self.arriving
+            and len(self.threads) + len(self.starting) < self.max_workers
+        )
 
     def _count_in_locked(self) -> None:
         """Count a new worker in; :meth:`start_pending` starts it after unlocking."""
@@ -246,8 +255,11 @@ class ThreadRunner:
                 entry = take(expired)
                 if idle:
                     self._wake_one_locked(waiting())  # pass the wake-up on
-                done = entry is None and admission.drained_locked()
-                if entry is None and not done:
+                # A turn that took only expired tasks cancels them and looks again: it does
+                # not count itself on its way or idle while their callbacks run.
+                busy = entry is not None or bool(expired)
+                done = not busy and admission.drained_locked()
+                if not busy and not done:
                     if yielded:
                         idle.append(park)
                     else:
@@ -260,9 +272,12 @@ class ThreadRunner:
             if expired:
                 cancel(expired)  # callbacks included, in this thread
                 expired.clear()
-            if clock_errors:
-                admission.settler.owed()
+                yielded = False
+                if entry is None:
+                    continue
             if entry is not None:
+                if clock_errors:  # the clock raised as it took this task
+                    admission.settler.owed()
                 yielded = False
                 fn, args, kwargs = entry.fn, entry.args, entry.kwargs
                 # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
