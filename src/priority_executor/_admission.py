@@ -71,7 +71,7 @@ from ._callbacks import CallbackRunner
 from ._claim import Outcome, cancel_all, claim
 from ._lock import acquire_politely
 from ._orders import HeapQueue, TaskQueue
-from ._policy import Number, WhenFull, is_due, queue_key
+from ._policy import Number, WhenFull, is_due, queue_key, sort_key
 from ._queue import NO_KWARGS, Entry, QueueBase
 from ._room import Room
 from ._runner import Gate, Runner
@@ -172,7 +172,7 @@ class Admission(Generic[RunnerT]):
         self.check_accepting_locked(gate)
         expired, evict = False, None
         if timeout is None and self.ageing is None:
-            key = -entry.priority  # queue_key without a call, on the common path
+            key = sort_key(entry.priority)
         else:
             now = entry.queued_at = self.clock()  # if it raises, submit raises
             key = queue_key(entry.priority, now, self.ageing)

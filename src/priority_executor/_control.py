@@ -37,7 +37,6 @@ class PoolState(NamedTuple):
     paused: bool
     queued: int
     running: int
-    workers: int
 
     def describe(self) -> str:
         if self.broken:
@@ -155,7 +154,6 @@ class AdmissionControl(Admission[RunnerT]):
                 self.paused,
                 len(self.queue),
                 self.running,
-                self.runner.sizes_locked()[0],
             )
 
     # -- 6. stopping -----------------------------------------------------------------------

@@ -106,7 +106,7 @@ class ThreadRunner:
         return sum(thread.is_alive() for thread in self.threads), len(self.idle)
 
     def check_locked(self) -> None:
-        workers = len(self.threads) + len(self.starting)
+        workers = self._workers_locked()
         assert self.wakes >= 0, "more wake-ups consumed than given"
         assert 0 <= self.arriving <= workers, "arriving count is off"
         assert len(self.idle) <= workers, "more idle workers than threads"
@@ -147,12 +147,16 @@ class ThreadRunner:
         """More tasks wait than workers idle or on their way, and room for another thread."""
         return (
             waiting > self.wakes + len(self.idle) + self.arriving
-            and len(self.threads) + len(self.starting) < self.max_workers
+            and self._workers_locked() < self.max_workers
         )
+
+    def _workers_locked(self) -> int:
+        """Worker threads started or being started."""
+        return len(self.threads) + len(self.starting)
 
     def _count_in_locked(self) -> None:
         """Count a new worker in; :meth:`start_pending` starts it after unlocking."""
-        index = len(self.threads) + len(self.starting)
+        index = self._workers_locked()
         thread = fresh_thread(f"{self.admission.name}_{index}", self._work)
         self.newest = thread  # first: an interrupted submit finds what it counted in here
         self.starting.add(thread)
@@ -191,7 +195,7 @@ class ThreadRunner:
                     self.starting.discard(thread)
                     self.arriving -= 1
                     self.started.notify_all()
-                stranded = not self.threads and not self.starting
+                stranded = not self.staffed_locked()
                 withdrawn = stranded and entry is not None and admission.withdraw_locked(entry)
                 if not stranded and isinstance(exc, Exception):
                     return
