@@ -15,7 +15,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
@@ -24,8 +24,9 @@ import pytest
 
 import priority_executor
 from conftest import TIMEOUT, FakeClock, Gate
-from priority_executor import PoolView, PriorityThreadPoolExecutor
+from priority_executor import PoolView, PriorityExecutor, PriorityThreadPoolExecutor
 from priority_executor._control import AdmissionControl
+from priority_executor._dispatch import DelegateRunner
 from priority_executor._queue import QueueBase
 from priority_executor._threads import ThreadRunner
 from priority_executor._timer import DeadlineTimer
@@ -148,9 +149,21 @@ class Internals:
     called with that lock held.
     """
 
-    def __init__(self, core: AdmissionControl[ThreadRunner]) -> None:
+    def __init__(self, core: AdmissionControl[Any]) -> None:
         self._core = core
-        self._threads = core.runner
+        self._runner = core.runner
+
+    @property
+    def _threads(self) -> ThreadRunner:
+        """The thread pool's runner (a front's questions about workers have no answer)."""
+        assert isinstance(self._runner, ThreadRunner), "not a thread pool"
+        return self._runner
+
+    @property
+    def dispatcher(self) -> DelegateRunner:
+        """A front's runner: its dispatcher thread and slots."""
+        assert isinstance(self._runner, DelegateRunner), "not a PriorityExecutor"
+        return self._runner
 
     @property
     def lock(self) -> threading.Lock:
@@ -221,11 +234,30 @@ class Internals:
         monkeypatch.setattr(self._core, "on_done", hook)
 
 
-def internals(pool: Union[PriorityThreadPoolExecutor, PoolView]) -> Internals:
-    """The private state of ``pool``, or of the pool behind a view."""
+def internals(pool: Union[PriorityThreadPoolExecutor, PriorityExecutor, PoolView]) -> Internals:
+    """The private state of ``pool`` (either executor), or of the pool behind a view."""
     target = pool._pool if isinstance(pool, PoolView) else pool
-    assert isinstance(target, PriorityThreadPoolExecutor), f"not a pool: {target!r}"
+    assert isinstance(target, (PriorityThreadPoolExecutor, PriorityExecutor)), (
+        f"not a pool: {target!r}"
+    )
     return Internals(target._admission)
+
+
+# -- either executor ------------------------------------------------------------------------
+
+#: The two executors, for tests of what both promise: ``make_pool(kind, ...)``.
+KINDS = ["threads", "front"]
+
+AnyPool = Union[PriorityThreadPoolExecutor, PriorityExecutor]
+
+
+def make_pool(kind: str, workers: int = 1, **options: Any) -> AnyPool:
+    """A ``PriorityThreadPoolExecutor`` of ``workers`` threads, or (``"front"``) a
+    ``PriorityExecutor`` in front of a ``ThreadPoolExecutor`` of as many."""
+    if kind == "threads":
+        return PriorityThreadPoolExecutor(max_workers=workers, **options)
+    assert kind == "front", kind
+    return PriorityExecutor(ThreadPoolExecutor(workers), **options)
 
 
 # -- a pool held by a gate ------------------------------------------------------------------
@@ -302,7 +334,7 @@ def assert_nothing_queued(pool: PriorityThreadPoolExecutor) -> None:
     pool._check_invariants()
 
 
-def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
+def wait_blocked(pool: AnyPool, count: int = 1) -> None:
     """Wait until ``count`` submits are blocked on the pool's full queue."""
     pool_internals = internals(pool)
     wait_until(
@@ -310,7 +342,7 @@ def wait_blocked(pool: PriorityThreadPoolExecutor, count: int = 1) -> None:
     )
 
 
-def timer_asleep(pool: PriorityThreadPoolExecutor, target: Optional[float] = None) -> None:
+def timer_asleep(pool: AnyPool, target: Optional[float] = None) -> None:
     """Wait until the deadline timer has handled every wake-up and sleeps until ``target``."""
     pool_internals = internals(pool)
     wait_until(

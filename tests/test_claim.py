@@ -22,7 +22,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityThreadPoolExecutor
 from priority_executor._claim import claim
-from support import AGEING, internals, timer_asleep, wait_until
+from support import AGEING, KINDS, internals, make_pool, timer_asleep, wait_until
 
 
 def unexpected_state(future: Future[Any]) -> tuple[int, str]:
@@ -233,3 +233,49 @@ def test_a_worker_running_the_callbacks_of_tasks_it_found_expired_keeps_no_wake_
             release.set()
         assert doomed.cancelled()
         pool._check_invariants()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_timer_survives_a_callback_thread_that_cannot_start(
+    kind: str,
+    clock: FakeClock,
+    gate: Gate,
+    monkeypatch: pytest.MonkeyPatch,
+    futures_log: list[logging.LogRecord],
+    thread_deaths: list[str],
+) -> None:
+    # Before (found by the second reader of issue 11): when no callback thread could start,
+    # the timer ran the callbacks itself and then died of the error: no later deadline
+    # expired (and a front's dispatcher, which expires tasks too, died the same way).
+    pool = make_pool(kind, 1, clock=clock)
+    clock.attach(pool)
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if "_callbacks_" in self.name:
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        first = pool.submit(str, "first", timeout=1.0)
+        called = threading.Event()
+        first.add_done_callback(lambda _: called.set())
+        timer_asleep(pool, clock.now + 1.0)
+        monkeypatch.setattr(threading.Thread, "start", start)
+        clock.advance(1.0)
+        assert called.wait(TIMEOUT), "the callback never ran"
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        later = pool.submit(str, "later", timeout=1.0)
+        clock.advance(1.0)
+        assert wait([later], timeout=TIMEOUT).done == {later}, "the timer died"
+        assert later.cancelled()
+        assert thread_deaths == []
+        assert [r.getMessage() for r in futures_log] == [
+            "no callback thread could start: 1 jobs ran late"
+        ]
+    finally:
+        gate.open()
+        pool.shutdown()
+    pool._check_invariants()

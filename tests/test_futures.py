@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, as_completed, wait
 from typing import Any
+
+import pytest
 
 from conftest import TIMEOUT
 from priority_executor import _futures
+from support import wait_until
 
 
 def test_this_python_has_the_internals_of_two_phase_settling() -> None:
@@ -66,3 +69,39 @@ def test_has_user_callbacks_counts_those_after_the_pools_own() -> None:
     assert not _futures.has_user_callbacks(future)
     future.add_done_callback(lambda _: None)
     assert _futures.has_user_callbacks(future)
+
+
+@pytest.mark.parametrize("ok", [True, False], ids=["result", "exception"])
+def test_settle_quietly_settles_and_wakes_every_waiter_without_running_callbacks(
+    ok: bool,
+) -> None:
+    future: Future[Any] = Future()
+    assert future.set_running_or_notify_cancel()  # as a front's future is when it settles
+    ran: list[str] = []
+    future.add_done_callback(lambda _: ran.append("callback"))
+    value: Any = "done" if ok else ValueError("failed")
+    first = threading.Thread(target=lambda: wait([future], TIMEOUT, return_when=FIRST_EXCEPTION))
+    results: list[Any] = []
+    second = threading.Thread(target=lambda: results.extend(as_completed([future], TIMEOUT)))
+    for thread in (first, second):
+        thread.start()
+    wait_until(lambda: len(future._waiters) == 2, "both waiters wait")
+    assert _futures.settle_quietly(future, ok, value) is True
+    for thread in (first, second):
+        thread.join(TIMEOUT)
+        assert not thread.is_alive(), "a waiter was not woken"
+    assert results == [future]
+    assert ran == [], "a callback ran in the first phase"
+    if ok:
+        assert future.result(0) == "done"
+    else:
+        assert future.exception(0) is value
+    _futures.run_callbacks(future)
+    assert ran == ["callback"]
+
+
+def test_settle_quietly_leaves_a_future_already_done() -> None:
+    future: Future[int] = Future()
+    future.set_result(1)
+    assert _futures.settle_quietly(future, True, 2) is False
+    assert future.result(0) == 1

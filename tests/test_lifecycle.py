@@ -509,3 +509,27 @@ def test_a_pool_inherited_across_fork_refuses_work_and_join_returns_at_once() ->
         ],
         "",
     )
+
+
+def test_a_task_queued_at_exit_can_still_use_a_standard_pool() -> None:
+    # Before (found by the second reader of issue 11): importing the package could register
+    # its exit hook before the standard pools' (an import order changed by a new module), so
+    # those ran first, and a task that drained at exit found its ThreadPoolExecutor shut down.
+    result = run_script(
+        """
+        from priority_executor import PriorityThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor
+        """,
+        EXITING,
+        """
+        helper = ThreadPoolExecutor(1)
+        pool = PriorityThreadPoolExecutor(1)
+        pool.submit(exiting.wait, TIMEOUT)  # busy until the interpreter exits
+
+        def task():
+            print("helper says", helper.submit(str, 42).result(TIMEOUT), flush=True)
+
+        pool.submit(task)
+        """,
+    )
+    assert_clean_exit(result, ["helper says 42"])

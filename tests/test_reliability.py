@@ -4,7 +4,8 @@ The points that concern one behaviour are pinned in that behaviour's file (the c
 point 1 says where); those left here attack the pool across its options. Every test failed
 before its fix. Method, as everywhere: gates, events, a fake clock and
 recorded order, never a sleep; where a behaviour depends on the pool's options, the test runs
-over their cross product (ageing x max_queued/when_full x submitting through a view).
+over their cross product (ageing x max_queued/when_full x submitting through a view x both
+executors).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 from conftest import TIMEOUT, Gate
 from priority_executor import PriorityThreadPoolExecutor
 from priority_executor._stats import QueueFullError
-from support import AGEING, exact, internals, wait_until
+from support import AGEING, KINDS, AnyPool, exact, internals, make_pool, wait_until
 
 #: (max_queued, when_full): unbounded, and each policy on a small queue.
 LIMITS = [(None, "block"), (4, "block"), (4, "raise"), (4, "evict")]
@@ -37,17 +38,7 @@ CONFIGS = [
 ]
 
 
-def make_pool(
-    ageing: Optional[float], max_queued: Optional[int], when_full: Any, **kwargs: Any
-) -> PriorityThreadPoolExecutor:
-    return PriorityThreadPoolExecutor(
-        ageing=ageing, max_queued=max_queued, when_full=when_full, **kwargs
-    )
-
-
-def submitter(
-    pool: PriorityThreadPoolExecutor, view: bool, **options: Any
-) -> Callable[..., Future[Any]]:
+def submitter(pool: AnyPool, view: bool, **options: Any) -> Callable[..., Future[Any]]:
     """``pool.submit`` with ``options``, or the same through a view."""
     if view:
         return pool.options(**options).submit
@@ -68,10 +59,16 @@ def consume(payload: Payload) -> Payload:
 
 
 @pytest.mark.parametrize(("ageing", "max_queued", "when_full", "view"), CONFIGS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_pool_keeps_no_reference_to_a_task_once_it_has_settled(
-    ageing: Optional[float], max_queued: Optional[int], when_full: Any, view: bool, gate: Gate
+    kind: str,
+    ageing: Optional[float],
+    max_queued: Optional[int],
+    when_full: Any,
+    view: bool,
+    gate: Gate,
 ) -> None:
-    pool = make_pool(ageing, max_queued, when_full, max_workers=1)
+    pool = make_pool(kind, 1, ageing=ageing, max_queued=max_queued, when_full=when_full)
     try:
         refs: list[weakref.ref[Any]] = []
         for timeout in (None, 60.0):  # without and with a deadline: tasks that ran
@@ -141,7 +138,7 @@ class Interrupt:
         return self
 
 
-def has_an_idle_worker(pool: PriorityThreadPoolExecutor) -> bool:
+def has_an_idle_worker(pool: AnyPool) -> bool:
     return pool.statistics().idle_workers == 1
 
 
@@ -151,15 +148,14 @@ SITUATIONS = ["first submit", "idle worker", "deadline", "timeout=0", "full queu
 @pytest.mark.parametrize("situation", SITUATIONS)
 @pytest.mark.parametrize("ageing", AGEING)
 @pytest.mark.parametrize("when_full", ["block", "raise", "evict"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_exception_raised_anywhere_inside_submit_leaves_the_pool_consistent(
-    situation: str, ageing: Optional[float], when_full: Any, gate: Gate
+    kind: str, situation: str, ageing: Optional[float], when_full: Any, gate: Gate
 ) -> None:
     if situation == "full queue" and when_full == "block":
         pytest.skip("this submit would wait for room for ever: the queue is paused full")
     for n in range(10_000):
-        pool = PriorityThreadPoolExecutor(
-            max_workers=1, ageing=ageing, max_queued=2, when_full=when_full
-        )
+        pool = make_pool(kind, 1, ageing=ageing, max_queued=2, when_full=when_full)
         try:
             futures: list[Future[Any]] = []
             if situation != "first submit":

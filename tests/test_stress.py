@@ -10,7 +10,8 @@ futures just after they are submitted and cancel them, or move some with ``set_p
 racing the workers' claims; a shutdown thread calls ``shutdown(cancel_futures=...)`` when
 the stream is 70 to 95 % through (the last 2 % of each submitter's share waits for it to
 begin), so later submissions are rejected. Some runs use ``ageing``, or ``max_queued`` with
-each ``when_full`` policy.
+each ``when_full`` policy; some run a ``PriorityExecutor`` in front of a ``ThreadPoolExecutor``
+instead of the thread pool.
 
 After each run, every submission is accounted for:
 
@@ -47,12 +48,12 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, NamedTuple, Optional, Union
 
 import pytest
 
-from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
+from priority_executor import Priority, PriorityExecutor, PriorityThreadPoolExecutor, QueueFullError
 from priority_executor._policy import WhenFull
 from support import SHUTDOWN_MESSAGE, queue_full_message
 
@@ -80,6 +81,7 @@ class Run(NamedTuple):
     ageing: Optional[float] = None
     max_queued: Optional[int] = None
     when_full: WhenFull = "block"
+    front: bool = False  # a PriorityExecutor in front of a ThreadPoolExecutor of max_workers
 
 
 RUNS = [
@@ -106,6 +108,28 @@ RUNS = [
         shutdown_wait=False,
         max_queued=48,
         when_full="evict",
+    ),
+    Run(9, max_workers=2, in_flight=128, cancel_futures=True, shutdown_wait=True, front=True),
+    Run(
+        seed=10,
+        max_workers=4,
+        in_flight=256,
+        cancel_futures=False,
+        shutdown_wait=False,
+        ageing=0.001,
+        max_queued=32,
+        when_full="evict",
+        front=True,
+    ),
+    Run(
+        seed=11,
+        max_workers=1,
+        in_flight=96,
+        cancel_futures=True,
+        shutdown_wait=True,
+        max_queued=64,
+        when_full="raise",
+        front=True,
     ),
 ]
 PER_RUN = TOTAL_SUBMISSIONS // len(RUNS)
@@ -237,16 +261,22 @@ def guarded(stream: Stream, target: Callable[[], None]) -> Callable[[], None]:
     return body
 
 
-def run_stream(stream: Stream) -> PriorityThreadPoolExecutor:
-    """Submit, cancel and shut down concurrently; return the pool, shut down and joined."""
-    run = stream.run
-    pool = PriorityThreadPoolExecutor(
+def make_pool(run: Run) -> Union[PriorityThreadPoolExecutor, PriorityExecutor]:
+    options = {"ageing": run.ageing, "max_queued": run.max_queued, "when_full": run.when_full}
+    if run.front:
+        inner = ThreadPoolExecutor(run.max_workers, thread_name_prefix=POOL_PREFIX)
+        return PriorityExecutor(inner, **options)  # type: ignore[arg-type]
+    return PriorityThreadPoolExecutor(
         max_workers=run.max_workers,
         thread_name_prefix=POOL_PREFIX,
-        ageing=run.ageing,
-        max_queued=run.max_queued,
-        when_full=run.when_full,
+        **options,  # type: ignore[arg-type]
     )
+
+
+def run_stream(stream: Stream) -> Union[PriorityThreadPoolExecutor, PriorityExecutor]:
+    """Submit, cancel and shut down concurrently; return the pool, shut down and joined."""
+    run = stream.run
+    pool = make_pool(run)
     cancel_queue: queue.SimpleQueue[Optional[int]] = queue.SimpleQueue()
     start = threading.Barrier(SUBMITTERS + 1, timeout=STRESS_TIMEOUT)
 
@@ -330,7 +360,9 @@ def run_stream(stream: Stream) -> PriorityThreadPoolExecutor:
     return pool
 
 
-def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
+def account(
+    stream: Stream, pool: Union[PriorityThreadPoolExecutor, PriorityExecutor]
+) -> dict[str, int]:
     """Check every submission's outcome; return the figures of the run."""
     run = stream.run
     problems: list[str] = []
@@ -397,7 +429,7 @@ def account(stream: Stream, pool: PriorityThreadPoolExecutor) -> dict[str, int]:
                 if not run.cancel_futures:
                     problem(i, "cancelled by shutdown(cancel_futures=False)")
                 figures["shutdown_cancelled"] += 1
-            elif by is not None and by.startswith(POOL_PREFIX):
+            elif by is not None and by.startswith((POOL_PREFIX, pool._thread_name_prefix)):
                 if timeout is None:
                     problem(i, "expired without a timeout")
                 elif stream.done_at[i] < stream.submitted_at[i] + timeout:

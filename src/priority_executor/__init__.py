@@ -10,6 +10,7 @@ cancellation.
 
 from __future__ import annotations
 
+from ._delegating import PriorityExecutor
 from ._executor import PriorityThreadPoolExecutor
 from ._options import PoolView
 from ._policy import Priority
@@ -19,6 +20,7 @@ __all__ = [
     "ExecutorStatistics",
     "PoolView",
     "Priority",
+    "PriorityExecutor",
     "PriorityThreadPoolExecutor",
     "QueueFullError",
     "__version__",

@@ -1,12 +1,13 @@
 """Admission: everything a task meets from ``submit`` until it starts, and the pool's lock.
 
-A pool is two objects, wired together by its public class: an :class:`Admission`, which owns
-the queue, the deadlines, backpressure, the counts and the pool's one lock, and a *runner*
-(:class:`Runner`), which starts tasks: ``_threads.ThreadRunner`` with worker threads.
-Admission starts nothing itself. It tells the runner when tasks wait, and the runner calls
-:meth:`Admission.take_locked`, the one place where a task leaves the queue to start. Neither
-holds a reference to the public executor: the pool's threads must not keep it alive, or a
-pool dropped without ``shutdown()`` would never be collected and its threads never exit.
+A pool is two objects, wired together by its public class: an :class:`Admission`, which owns the
+queue, the deadlines, backpressure, the counts and the pool's one lock, and a *runner*
+(:class:`Runner`), which starts tasks: ``_threads.ThreadRunner`` with worker threads, or
+``_dispatch.DelegateRunner``, which hands them to another executor. Admission starts nothing
+itself. It tells the runner when tasks wait, and the runner calls :meth:`Admission.take_locked`,
+the one place where a task leaves the queue to start. Neither holds a reference to the public
+executor: the pool's threads must not keep it alive, or a pool dropped without ``shutdown()``
+would never be collected and its threads never exit.
 
 The lock
 --------
@@ -14,8 +15,9 @@ The lock
 backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child`` replaces it.
 
 - Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
-  ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``, ``counts``,
-  ``joiners``; the state of the room, the timer, the callback threads and the runner.
+  ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
+  ``broken_error``, ``counts``, ``joiners``; the state of the room, the timer, the callback
+  threads and the runner.
 - Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
 - Lock order: it may be held while a Future's own lock is taken (only to read or claim it,
   which runs no callback), never the reverse; no other lock of the package is taken while it
@@ -59,6 +61,7 @@ expired + taken + queued + running + undecided`` (``check_invariants``: "lost ta
 
 from __future__ import annotations
 
+import copy
 import threading
 import weakref
 from collections import Counter
@@ -77,6 +80,24 @@ from ._room import Room
 from ._runner import Gate, Runner
 from ._settle import Settler
 from ._timer import DeadlineTimer
+
+
+def error_template(error: BaseException) -> Optional[BaseException]:
+    """A copy of ``error`` for a broken pool to raise, or None if it cannot be copied.
+
+    Made without the pool's lock (copying runs the error's class's code), and without the
+    traceback, which would keep the frames it went through alive, and with them the
+    arguments of the task that met the error, for as long as the pool lives.
+    """
+    try:
+        template = copy.copy(error)  # its type, arguments and attributes
+    except Exception:
+        return None
+    if type(template) is not type(error):
+        return None
+    template.__traceback__ = template.__cause__ = template.__context__ = None
+    return template
+
 
 #: The counts that statistics() reports.
 COUNT_NAMES = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
@@ -118,6 +139,7 @@ class Admission(Generic[RunnerT]):
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
+        self.broken_error: Optional[BaseException] = None  # see break_locked
         # Every key present, so that reading one never calls Counter.__missing__ under the lock.
         self.counts: Counter[str] = Counter(dict.fromkeys(COUNT_NAMES, 0))
         self.joiners = 0  # join() calls waiting on ``quiet``
@@ -235,7 +257,10 @@ class Admission(Generic[RunnerT]):
             return
         self.counts["rejected"] += 1
         if message is None:
-            raise self.broken_type(self.broken)
+            if self.broken_error is None:
+                raise self.broken_type(self.broken)
+            # The same template each time; its traceback is the one of this raise only.
+            raise self.broken_error.with_traceback(None)
         raise RuntimeError(message)
 
     def withdraw_locked(self, entry: Entry) -> bool:
@@ -246,6 +271,48 @@ class Admission(Generic[RunnerT]):
         self.counts["submitted"] -= 1
         self.shrunk_locked()
         return True
+
+    def start_thread(
+        self,
+        unstarted: list[threading.Thread],
+        entry: Optional[Entry],
+        write_off_locked: Callable[[threading.Thread], bool],
+    ) -> Optional[threading.Thread]:
+        """Start one of a runner's threads counted in under the lock; call without it.
+
+        ``start()`` may fail ("can't start new thread"), or be interrupted by a signal after
+        the thread began. Either way the runner writes the thread off under the lock
+        (``write_off_locked``; if the thread runs after all, it finds that out and exits at
+        once), and says whether it is left with no thread at all. If it has one, that one
+        runs the queued work and a failure to start is absorbed. If not, the submit that
+        queued ``entry`` is withdrawn and the error raised, as the standard pool raises it.
+        An interrupt is always raised again.
+
+        Returns:
+            The thread started, or None if none was left to start (or a failure absorbed).
+        """
+        thread = None
+        try:
+            # Taken inside the try, so that whatever interrupts this thread from here on,
+            # the thread is either started or written off, never left counted in for ever.
+            with self.lock:
+                if not unstarted:
+                    return None
+                thread = unstarted.pop()
+            thread.start()
+        except BaseException as exc:
+            if thread is None:
+                raise
+            with self.lock:
+                stranded = write_off_locked(thread)
+                withdrawn = stranded and entry is not None and self.withdraw_locked(entry)
+                if not stranded and isinstance(exc, Exception):
+                    return None
+            if withdrawn:
+                assert entry is not None
+                entry.detach()  # its tombstone holds nothing of the task
+            raise
+        return thread
 
     # -- 2 and 3. start, and report --------------------------------------------------------
 
@@ -295,11 +362,18 @@ class Admission(Generic[RunnerT]):
         if self.joiners:
             self.shrunk_locked()
 
-    def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
-        """A task taken by :meth:`take_locked` will not run: count it, as ``take_locked`` would."""
+    def finished_later_locked(self, outcome: Outcome) -> None:
+        """:meth:`finished_locked` for a future settled after unlocking, by :meth:`settled_locked`.
+
+        ``join()`` waits for it until then, callbacks included.
+        """
         self.running -= 1
         self.counts[outcome] += 1
         self.settling += 1
+
+    def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
+        """A task taken by :meth:`take_locked` will not run: count it, as ``take_locked`` would."""
+        self.finished_later_locked(outcome)
         unrun.append(entry)
 
     def drained_locked(self) -> bool:
@@ -309,13 +383,19 @@ class Admission(Generic[RunnerT]):
         self.timer.wake_locked()  # it may exit too, once no deadline is left
         return True
 
-    def break_locked(self, message: str) -> list[Entry]:
-        """Break the pool (a thread initializer failed): refuse work, take out the queue.
+    def break_locked(self, message: str, error: Optional[BaseException] = None) -> list[Entry]:
+        """Break the pool (an initializer failed, a delegate refused): refuse work from now on.
+
+        Args:
+            message: what ``_broken`` shows, and the argument of ``broken_type`` that a
+                later submit raises.
+            error: what later submits raise instead, if given: a delegate's
+                ``BrokenProcessPool``, say, as :func:`error_template` copies it.
 
         Returns:
             The queued entries, for :meth:`Settler.fail` after unlocking, which counts them.
         """
-        self.broken = message
+        self.broken, self.broken_error = message, error
         return self.drain_locked(None)
 
     def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:

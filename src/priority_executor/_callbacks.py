@@ -1,12 +1,13 @@
-"""Done-callbacks of the futures the deadline timer expires, run off the timer's thread.
+"""User code that a pool's own bookkeeping threads must not run, run on threads of its own.
 
-The timer settles every due future itself (:func:`~._futures.cancel_quietly` and the claim:
-the future is done and its waiters awake), but never runs a done-callback: a callback is user
-code, and one that sleeps would make every later deadline late. The callbacks go to the
-threads here instead. A new thread starts whenever callbacks arrive and every callback thread
-is inside a callback, so a stuck callback holds up only the callbacks queued behind it in the
-same batch, never a later expiry; a thread exits as soon as nothing is left to run, so an idle
-pool keeps none.
+The deadline timer settles every due future itself (:func:`~._futures.cancel_quietly` and the
+claim: the future is done and its waiters awake), but never runs a done-callback: a callback
+is user code, and one that sleeps would make every later deadline late. A front's dispatcher
+must not run one either, or a slow callback would hold up every later hand-over. Such
+*jobs* (running a future's callbacks, or settling it) go to the threads here instead. A new
+thread starts whenever jobs arrive and every callback thread is inside one, up to
+:data:`MAX_THREADS`, so a stuck job holds up only the jobs queued behind it, and never an
+expiry; a thread exits as soon as nothing is left to run, so an idle pool keeps none.
 
 Every field is guarded by the pool's lock, and every ``*_locked`` method is called with it.
 """
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from concurrent.futures import Future
-from typing import Any, Optional, Protocol
+from typing import Callable, Optional, Protocol
 
-from ._claim import run_callbacks_guarded
 from ._context import fresh_thread
 
 
@@ -31,32 +30,39 @@ class CallbackSink(Protocol):
         """``count`` futures taken from the queue have been settled, callbacks included."""
 
 
+#: The most callback threads of one pool: beyond, jobs wait for one that is stuck to return.
+MAX_THREADS = 4
+
+#: A job: settles a future or runs its callbacks, and never raises (see ``_claim``).
+Job = Callable[[], object]
+
+
 class CallbackRunner:
     """The callback threads of one pool; see the module docstring."""
 
     def __init__(self, sink: CallbackSink, name: str) -> None:
         self.sink = sink
         self.name = name
-        self.pending: deque[Future[Any]] = deque()
+        self.pending: deque[Job] = deque()
         self.threads: set[threading.Thread] = set()
-        self.busy = 0  # threads inside a callback
+        self.busy = 0  # threads inside a job
         self.started = 0  # for thread names
 
-    def add_locked(self, futures: list[Future[Any]]) -> Optional[threading.Thread]:
-        """Queue the callbacks of ``futures``; return a new thread for the caller to start."""
-        self.pending.extend(futures)
-        if len(self.threads) > self.busy:
-            return None  # a thread between two callbacks takes them
+    def add_locked(self, jobs: list[Job]) -> Optional[threading.Thread]:
+        """Queue ``jobs``, each settled once run; return a new thread for the caller to start."""
+        self.pending.extend(jobs)
+        if len(self.threads) > self.busy or len(self.threads) >= MAX_THREADS:
+            return None  # a thread between two jobs takes them, or the next one free
         thread = fresh_thread(f"{self.name}_callbacks_{self.started}", self._loop)
         self.started += 1
         self.threads.add(thread)
         return thread
 
-    def forget_locked(self, thread: threading.Thread) -> list[Future[Any]]:
+    def forget_locked(self, thread: threading.Thread) -> list[Job]:
         """``thread`` could not start: write it off; return what is left for the caller to run."""
         self.threads.discard(thread)
-        if len(self.threads) > self.busy:
-            return []
+        if self.threads:
+            return []  # a thread still running takes them in turn
         left = list(self.pending)
         self.pending.clear()
         return left
@@ -65,7 +71,7 @@ class CallbackRunner:
         return thread in self.threads
 
     def check_locked(self) -> None:
-        assert self.busy <= len(self.threads), "callback count is off"
+        assert self.busy <= len(self.threads) <= MAX_THREADS, "callback count is off"
 
     def join(self) -> None:
         """Wait for the callback threads to finish what they were handed; without the lock."""
@@ -77,15 +83,15 @@ class CallbackRunner:
     def _loop(self) -> None:
         sink = self.sink
         me = threading.current_thread()
-        future: Optional[Future[Any]] = None
+        job: Optional[Job] = None
         while True:
             with sink.lock:
-                if future is not None:
+                if job is not None:
                     self.busy -= 1
                     sink.settled_locked(1)
                 if not self.pending:
                     self.threads.discard(me)
                     return
-                future = self.pending.popleft()
+                job = self.pending.popleft()
                 self.busy += 1
-            run_callbacks_guarded(future)
+            job()

@@ -14,13 +14,13 @@ import time
 import weakref
 from collections import Counter
 from concurrent.futures import Future
-from typing import Any, Literal, NamedTuple, Optional, TypeVar, Union
+from typing import Any, Callable, Literal, NamedTuple, Optional, TypeVar, Union
 
 from . import _lifecycle
 from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
-from ._policy import Number, queue_key
+from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full, queue_key
 from ._room import Room
 from ._runner import Runner
 from ._stats import ExecutorStatistics
@@ -48,6 +48,32 @@ class PoolState(NamedTuple):
 
 class AdmissionControl(Admission[RunnerT]):
     """A pool's admission with its controls; see the module docstring."""
+
+    @classmethod
+    def for_front(
+        cls,
+        owner: object,
+        *,
+        name: str,
+        clock: object,
+        broken_type: type[BaseException],
+        ageing: object,
+        max_queued: object,
+        when_full: object,
+        make_runner: Callable[[Admission[RunnerT]], RunnerT],
+    ) -> AdmissionControl[RunnerT]:
+        """Check a front's queue options and make its admission, adopted by ``owner``."""
+        admission: AdmissionControl[RunnerT] = cls(
+            name=name,
+            clock=check_clock(clock),
+            broken_type=broken_type,
+            ageing=check_ageing(ageing),
+            max_queued=check_limit("max_queued", max_queued),
+            when_full=check_when_full(when_full),
+            make_runner=make_runner,
+        )
+        admission.adopt(owner)
+        return admission
 
     def adopt(self, owner: object) -> None:
         """Serve ``owner``, the front: stop when it is collected; stop at exit; mind fork.
@@ -239,6 +265,7 @@ class AdmissionControl(Admission[RunnerT]):
             # Its queue may have been caught mid-update: drop it. Its futures never settle
             # in the child, as with the standard pool, but join() and shutdown() return.
             self.queue = self._new_queue()
+            self.broken_error = None
             self.broken = (
                 "cannot use a pool inherited across os.fork(); create a new pool in the child"
             )

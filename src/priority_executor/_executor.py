@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from ._control import AdmissionControl
 from ._front import PriorityFront
-from ._policy import WhenFull, check_ageing, check_max_queued, check_when_full, describe
+from ._policy import WhenFull, check_flag
 from ._threads import ThreadRunner
 from ._work_queue import WorkQueue
 
@@ -87,28 +87,24 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
             raise ValueError("max_workers must be greater than 0")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
-        if not callable(clock):
-            raise TypeError(f"clock must be callable, got {describe(clock)}")
-        if type(copy_context) is not bool:
-            raise TypeError(f"copy_context must be a bool, got {describe(copy_context)}")
-        self._copy_context = copy_context
+        self._copy_context = check_flag("copy_context", copy_context)
         self._max_workers = max_workers
         self._thread_name_prefix = (
             thread_name_prefix or f"PriorityThreadPoolExecutor-{self._counter()}"
         )
         initargs = tuple(initargs)
-        self._admission: AdmissionControl[ThreadRunner] = AdmissionControl(
+        self._admission: AdmissionControl[ThreadRunner] = AdmissionControl.for_front(
+            self,
             name=self._thread_name_prefix,
             clock=clock,
             broken_type=type(self).BROKEN,
-            ageing=check_ageing(ageing),
-            max_queued=check_max_queued(max_queued),
-            when_full=check_when_full(when_full),
+            ageing=ageing,
+            max_queued=max_queued,
+            when_full=when_full,
             make_runner=lambda admission: ThreadRunner(
                 admission, max_workers=max_workers, initializer=initializer, initargs=initargs
             ),
         )
-        self._admission.adopt(self)
         self._work_queue_reader = WorkQueue(self._admission)
 
     # The standard pool's attributes that tests and libraries read, with the same meaning.
@@ -122,21 +118,6 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
     def _work_queue(self) -> WorkQueue:  # type: ignore[override]  # not a SimpleQueue
         """The queued tasks, read as the standard pool's queue is; see ``_work_queue.py``."""
         return self._work_queue_reader
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Refuse new work and let the threads exit once the queue is empty. Idempotent.
-
-        Args:
-            wait: block until every worker has exited (all queued work done, unless
-                cancelled). Called from one of the pool's own threads (a task, or a
-                done-callback run by a worker), it does not wait: the pool cannot wait for
-                itself. The standard pool raises or deadlocks there instead.
-            cancel_futures: cancel every task that has not started and wake its waiters.
-                Running tasks always finish.
-        """
-        self._admission.stop(refuse_new=True, cancel_futures=cancel_futures)
-        if wait:
-            self._admission.join()
 
     def __repr__(self) -> str:
         state = self._admission.state()

@@ -2,7 +2,8 @@
 
 :class:`PriorityFront` checks arguments (each task option by one function,
 ``_policy.check_task_options``) and forwards to the admission; it keeps no state of its own
-beyond ``_admission``. ``PriorityThreadPoolExecutor`` adds what is particular to threads.
+beyond ``_admission``. ``PriorityThreadPoolExecutor`` adds what is particular to threads,
+``PriorityExecutor`` what is particular to handing tasks to another executor.
 """
 
 from __future__ import annotations
@@ -204,6 +205,22 @@ class PriorityFront:
     def statistics(self) -> ExecutorStatistics:
         """A consistent snapshot of what is queued and running, and the counts so far."""
         return self._admission.statistics()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Refuse new work, start what is queued, then let the pool's threads exit. Idempotent.
+
+        Args:
+            wait: block until every task has finished (all queued work done, unless
+                cancelled) and the pool's threads have exited. Called from one of the
+                pool's own threads (a task, or a done-callback run by one of them), it does
+                not wait: the pool cannot wait for itself. The standard pool raises or
+                deadlocks there instead.
+            cancel_futures: cancel every task that has not started and wake its waiters.
+                Running tasks always finish.
+        """
+        self._admission.stop(refuse_new=True, cancel_futures=cancel_futures)
+        if wait:
+            self._admission.join()
 
     def _check_invariants(self) -> None:
         """Assert every invariant of the queue, the admission and the runner, in O(n). For tests."""

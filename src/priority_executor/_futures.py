@@ -7,8 +7,13 @@ would then hold up every future settled after it, and the timer's next deadlines
 settles in two phases: :func:`cancel_quietly` first makes each future cancelled and wakes its
 waiters (no user code runs), and only then :func:`run_callbacks` runs each one's callbacks.
 
+The same two phases serve a front's dispatcher, which settles a future without running its
+callbacks (:func:`settle_quietly`) and leaves them to a callback thread.
+
 What it relies on, unchanged from Python 3.9 to 3.14: ``Future._condition`` (the future's
 Condition), ``Future._state`` (the strings of ``concurrent.futures._base``),
+``Future._result``, ``Future._exception``, ``Future._waiters`` (a list of the waiters of
+``wait()`` and ``as_completed()``, with ``add_result`` and ``add_exception``),
 ``Future._done_callbacks`` (a list) and ``Future._invoke_callbacks()``. ``tests/test_futures.py``
 checks each of them on every supported Python. If a future Python changes them,
 :data:`TWO_PHASE` turns False at import and the pool falls back to the public ``cancel()``,
@@ -29,8 +34,12 @@ def _has_internals() -> bool:
         hasattr(probe, "_condition")
         and getattr(probe, "_state", None) == getattr(futures_base, "PENDING", None)
         and isinstance(getattr(probe, "_done_callbacks", None), list)
+        and isinstance(getattr(probe, "_waiters", None), list)
+        and hasattr(probe, "_result")
+        and hasattr(probe, "_exception")
         and callable(getattr(probe, "_invoke_callbacks", None))
         and hasattr(futures_base, "CANCELLED")
+        and hasattr(futures_base, "FINISHED")
     )
 
 
@@ -38,7 +47,9 @@ def _has_internals() -> bool:
 TWO_PHASE = _has_internals()
 
 _PENDING = getattr(futures_base, "PENDING", "PENDING")
+_RUNNING = getattr(futures_base, "RUNNING", "RUNNING")
 _CANCELLED = getattr(futures_base, "CANCELLED", "CANCELLED")
+_FINISHED = getattr(futures_base, "FINISHED", "FINISHED")
 
 
 def cancel_quietly(future: Future[Any]) -> bool:
@@ -59,6 +70,38 @@ def cancel_quietly(future: Future[Any]) -> bool:
         if future._state != _PENDING:
             return False
         future._state = _CANCELLED
+        condition.notify_all()
+    return True
+
+
+def settle_quietly(future: Future[Any], ok: bool, value: Any) -> bool:
+    """``set_result(value)`` (or ``set_exception``), but leave the done-callbacks to the caller.
+
+    Wakes ``result()``, ``wait()`` and ``as_completed()``. Runs no user code.
+
+    Returns:
+        True if this call settled the future: the caller owes it :func:`run_callbacks`.
+        False if it was already done (settled by hand), or on a Python without the
+        internals, where the callbacks ran inline.
+    """
+    if not TWO_PHASE:
+        with contextlib.suppress(futures_base.InvalidStateError):
+            (future.set_result if ok else future.set_exception)(value)
+        return False
+    condition = future._condition
+    with condition:
+        if future._state not in (_PENDING, _RUNNING):
+            return False
+        if ok:
+            future._result = value
+        else:
+            future._exception = value
+        future._state = _FINISHED
+        for waiter in future._waiters:
+            if ok:
+                waiter.add_result(future)
+            else:
+                waiter.add_exception(future)
         condition.notify_all()
     return True
 

@@ -6,7 +6,8 @@ a task is never killed half-way; just before the interpreter joins such threads,
 the workers exit and are joined. Submitting from then on raises the standard
 ``RuntimeError``. The hook is registered with ``threading._register_atexit``, the one private
 function of the standard library this package uses: it is what the standard pool uses for the
-same purpose, and ``atexit`` runs too late, after non-daemon threads have been joined.
+same purpose, and ``atexit`` runs too late, after non-daemon threads have been joined. It runs
+before the standard pools' own hooks, so that what our pools hand to them at exit is taken.
 
 After ``fork()`` the child holds copies of every pool with none of their threads, and possibly
 a lock that another thread held at the moment of the fork. The child marks each inherited pool
@@ -16,6 +17,9 @@ the child work normally, since they share no lock with the parent's.
 
 from __future__ import annotations
 
+# Imported here for the place of their exit hooks in the order: see the end of this module.
+import concurrent.futures.process
+import concurrent.futures.thread  # noqa: F401
 import os
 import threading
 import weakref
@@ -77,6 +81,10 @@ def _after_fork_in_child() -> None:
         pool.after_fork_in_child()
 
 
+# Exit hooks run last-registered first. The standard pools' hooks are registered when their
+# modules are first imported, which the imports above do now, so this one runs before them:
+# every pool of this package drains while the standard pools it may hand work to still take
+# it (a PriorityExecutor's process pool, a task's own ThreadPoolExecutor).
 threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from typing import Literal, Optional, Union, get_args
+from typing import Callable, Literal, Optional, Union, get_args
 
 Number = Union[int, float]
 
@@ -82,19 +82,29 @@ def check_ageing(ageing: object) -> Optional[float]:
     return value
 
 
-def check_max_queued(max_queued: object) -> Optional[int]:
-    """Return ``max_queued`` as an int, or None for an unbounded queue."""
-    if max_queued is None:
+def check_limit(name: str, value: object) -> Optional[int]:
+    """Return a limit (``max_queued``, ``max_running``) as an int, or None for no limit."""
+    if value is None:
         return None
-    if isinstance(max_queued, bool) or not isinstance(max_queued, int):
-        raise TypeError(
-            f"max_queued must be a positive integer or None, got {describe(max_queued)}"
-        )
-    if max_queued < 1:
-        raise ValueError(
-            f"max_queued must be a positive integer or None, got {describe(max_queued)}"
-        )
-    return int(max_queued)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive integer or None, got {describe(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer or None, got {describe(value)}")
+    return int(value)
+
+
+def check_clock(clock: object) -> Callable[[], float]:
+    """Return ``clock`` if it can be called."""
+    if not callable(clock):
+        raise TypeError(f"clock must be callable, got {describe(clock)}")
+    return clock
+
+
+def check_flag(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (1 and None are not)."""
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
+    return value
 
 
 #: What ``submit`` does when ``max_queued`` tasks wait.

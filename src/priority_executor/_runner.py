@@ -1,10 +1,10 @@
 """The contract between admission and what starts its tasks, and a view's gate.
 
-:class:`Runner` is what ``Admission`` needs from a runner (``_threads.ThreadRunner`` today); a
-runner calls back only ``Admission.take_locked`` (the one place a task leaves the queue to
-start), ``finished_locked``, ``drop_locked``, ``drained_locked``, ``break_locked`` and
-``withdraw_locked``. Declared here, below both, so that neither imports the other's
-implementation.
+:class:`Runner` is what ``Admission`` needs from a runner (``_threads.ThreadRunner`` and
+``_dispatch.DelegateRunner``); a runner calls back only ``Admission.take_locked`` (the one place
+a task leaves the queue to start), ``finished_locked``, ``finished_later_locked``,
+``drop_locked``, ``drained_locked``, ``break_locked``, ``withdraw_locked`` and the settler.
+Declared here, below both, so that neither imports the other's implementation.
 """
 
 from __future__ import annotations

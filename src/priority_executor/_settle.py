@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, Callable, Protocol
 
-from ._callbacks import CallbackRunner
+from ._callbacks import CallbackRunner, Job
 from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
 from ._futures import cancel_once, has_user_callbacks
 from ._queue import Entry
@@ -98,29 +99,39 @@ class Settler:
         """
         owed = cancel_all([entry.detach() for entry in due])
         owed = [future for future in owed if has_user_callbacks(future)]
-        sink, thread = self.sink, None
-        with sink.lock:
-            sink.settled_locked(len(due) - len(owed))
-            if owed:
-                thread = sink.callbacks.add_locked(owed)
-        if thread is not None:
-            self._start_callback_thread(thread)
+        with self.sink.lock:
+            self.sink.settled_locked(len(due) - len(owed))
+        self.later([partial(run_callbacks_guarded, future) for future in owed])
 
-    def _start_callback_thread(self, thread: threading.Thread) -> None:
+    def later(self, jobs: list[Job]) -> None:
+        """Run ``jobs`` on the callback threads; each counted in ``settling`` until it has run.
+
+        If no callback thread can start, the jobs run in this thread, and the failure is
+        logged rather than raised.
+        """
+        if not jobs:
+            return
         sink = self.sink
+        with sink.lock:
+            thread = sink.callbacks.add_locked(jobs)
+        if thread is None:
+            return
         try:
             thread.start()
-        except BaseException:
-            # No thread for the callbacks: run them here, late rather than never.
+        except BaseException as exc:
+            # No thread for the jobs: run them here, late rather than never. The caller (the
+            # timer, a dispatcher) must live on, so only an interrupt is raised again.
             with sink.lock:
                 left = sink.callbacks.forget_locked(thread)
             try:
-                for future in left:
-                    run_callbacks_guarded(future)
+                for job in left:
+                    job()
             finally:
                 with sink.lock:
                     sink.settled_locked(len(left))
-            raise
+            if not isinstance(exc, Exception):
+                raise
+            LOGGER.critical("no callback thread could start: %d jobs ran late", len(left))
 
     def fail(self, drained: list[Entry], error: Callable[[], BaseException]) -> None:
         """Fail ``drained``, taken out uncounted (``undecided``), with ``error()`` each.

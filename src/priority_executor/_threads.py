@@ -169,42 +169,19 @@ class ThreadRunner:
             self._start_one(entry)
 
     def _start_one(self, entry: Optional[Entry]) -> None:
-        """Start one thread counted in; if that fails, write it off.
+        """Start one thread counted in (``Admission.start_thread``); register it once started."""
+        thread = self.admission.start_thread(self.unstarted, entry, self._write_off_locked)
+        if thread is not None:
+            with self.admission.lock:
+                self._register_locked(thread)  # unless it registered itself already
 
-        ``start()`` may fail ("can't start new thread"), or be interrupted by a signal after
-        the thread began. Either way, under the lock, a thread still ``starting`` is written
-        off; if it runs after all, it finds that out when it arrives and exits at once. If
-        other workers remain, they will run the queued work and a failure to start is
-        absorbed. If none does, the submit that queued ``entry`` is withdrawn and the error
-        raised, as the standard pool raises it. An interrupt is always raised again.
-        """
-        admission, thread = self.admission, None
-        try:
-            # Taken inside the try, so that whatever interrupts this thread from here on,
-            # the worker is either started or written off, never left counted in for ever.
-            with admission.lock:
-                if not self.unstarted:
-                    return
-                thread = self.unstarted.pop()
-            thread.start()
-        except BaseException as exc:
-            if thread is None:
-                raise
-            with admission.lock:
-                if thread in self.starting:
-                    self.starting.discard(thread)
-                    self.arriving -= 1
-                    self.started.notify_all()
-                stranded = not self.staffed_locked()
-                withdrawn = stranded and entry is not None and admission.withdraw_locked(entry)
-                if not stranded and isinstance(exc, Exception):
-                    return
-            if withdrawn:
-                assert entry is not None
-                entry.detach()  # its tombstone holds nothing of the task
-            raise
-        with admission.lock:
-            self._register_locked(thread)  # unless it registered itself already
+    def _write_off_locked(self, thread: threading.Thread) -> bool:
+        """A thread whose start failed: unless it registered, it exits when it arrives."""
+        if thread in self.starting:
+            self.starting.discard(thread)
+            self.arriving -= 1
+            self.started.notify_all()
+        return not self.staffed_locked()
 
     def _register_locked(self, thread: threading.Thread) -> bool:
         """Move a started thread from ``starting`` to ``threads``; False if it is in neither."""

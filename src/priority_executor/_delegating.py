@@ -1,0 +1,122 @@
+"""PriorityExecutor: priorities, queue deadlines and prompt cancellation in front of any executor.
+
+The front keeps its own queue (an :class:`~._control.AdmissionControl`, as the thread pool
+does) and hands tasks to the executor it wraps through a :class:`~._dispatch.DelegateRunner`,
+at most ``max_running`` at a time. Its public methods are those of
+:class:`~._front.PriorityFront`, with the thread pool's meaning and error messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Set as AbstractSet
+from concurrent.futures import BrokenExecutor, Executor
+from typing import Callable, Optional
+
+from ._control import AdmissionControl
+from ._dispatch import DelegateRunner
+from ._front import PriorityFront
+from ._policy import WhenFull, check_flag, check_limit, describe
+
+
+def default_max_running(executor: object, max_running: object) -> int:
+    """``max_running``, checked, or by default the executor's own ``_max_workers``."""
+    if max_running is not None:
+        limit = check_limit("max_running", max_running)
+        assert limit is not None
+        return limit
+    workers = getattr(executor, "_max_workers", None)
+    if isinstance(workers, int) and not isinstance(workers, bool) and workers > 0:
+        return workers
+    raise TypeError(
+        f"max_running is required for {describe(executor)}: it has no positive _max_workers"
+    )
+
+
+# mypy compares PriorityFront.submit, with its keywords, with Executor.submit.
+class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
+    """Priorities, queue deadlines and prompt cancellation in front of any executor.
+
+    Tasks wait in this front's queue, best first (higher priority first, submission order
+    among equals, across all submitting threads), and are handed to ``executor`` at most
+    ``max_running`` at a time. A task *starts* when it is handed over: until then its
+    ``cancel()`` succeeds and its queue ``timeout`` applies; from then on it is running, and
+    its future settles with the wrapped future's result or exception (``CancelledError`` if
+    the wrapped executor cancelled it). Every method is safe to call from any thread.
+
+    Args:
+        executor: any :class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor``, an
+            ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``.
+        max_running: the most tasks handed over and not yet finished; default the
+            executor's ``_max_workers`` (the process and thread pools have one); required
+            for any other executor.
+        clock, ageing, max_queued, when_full: as for ``PriorityThreadPoolExecutor``.
+        shutdown_executor: ``shutdown()`` (and a front collected or left at exit) shuts
+            ``executor`` down once every task handed to it has finished. False leaves it
+            running, for its owner to shut down.
+
+    Raises:
+        TypeError: ``executor`` has no ``submit``; ``max_running`` is not an int (or is
+            missing, for an executor without ``_max_workers``); ``clock`` is not callable;
+            ``shutdown_executor`` is not a bool.
+        ValueError: ``max_running`` is below 1.
+    """
+
+    _counter = itertools.count().__next__
+
+    def __init__(
+        self,
+        executor: Executor,
+        max_running: Optional[int] = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        ageing: Optional[float] = None,
+        max_queued: Optional[int] = None,
+        when_full: WhenFull = "block",
+        shutdown_executor: bool = True,
+    ) -> None:
+        if not callable(getattr(executor, "submit", None)):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor, got {describe(executor)}"
+            )
+        limit = default_max_running(executor, max_running)
+        close = check_flag("shutdown_executor", shutdown_executor)
+        self._executor = executor
+        self._max_workers = limit
+        self._thread_name_prefix = f"PriorityExecutor-{self._counter()}"
+        self._admission: AdmissionControl[DelegateRunner] = AdmissionControl.for_front(
+            self,
+            name=self._thread_name_prefix,
+            clock=clock,
+            broken_type=BrokenExecutor,
+            ageing=ageing,
+            max_queued=max_queued,
+            when_full=when_full,
+            make_runner=lambda admission: DelegateRunner(
+                admission, delegate=executor, max_running=limit, close_delegate=close
+            ),
+        )
+
+    @property
+    def executor(self) -> Executor:
+        """The wrapped executor."""
+        return self._executor
+
+    @property
+    def max_running(self) -> int:
+        """The most tasks handed to the executor and not yet finished."""
+        return self._max_workers
+
+    @property
+    def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only
+        """No worker threads of its own (views read this as they read the thread pool's)."""
+        return frozenset()
+
+    def __repr__(self) -> str:
+        state = self._admission.state()
+        return (
+            f"<{type(self).__name__} {state.describe()} max_running={self._max_workers}"
+            f" queued={state.queued} running={state.running} executor={self._executor!r}>"
+        )

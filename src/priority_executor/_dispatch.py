@@ -1,0 +1,313 @@
+"""The delegate runner: one dispatcher thread hands a front's tasks to another executor.
+
+``PriorityExecutor`` keeps its queue in an ``Admission``, as the thread pool does, and starts
+a task by handing it to the executor it wraps (the *delegate*): a process pool, an interpreter
+pool, a Dask client's executor. One thread per front, the dispatcher, is the only caller of
+``delegate.submit``. It takes the best queued task (``Admission.take_locked``) whenever fewer
+than ``max_running`` are in flight, claims its future (from then on ``cancel()`` returns
+False: *started means handed over*) and submits it.
+
+The delegate settles its own future (the *inner* one) on a thread of its own: a process
+pool's manager thread, Dask's event loop. There, :meth:`DelegateRunner._done` frees the slot
+and counts the outcome under the pool's lock, wakes the dispatcher if a task waits, and only
+then settles ours, whose done-callbacks run there, as with the delegate used directly. Such a
+thread never calls ``delegate.submit`` (a callback that submits to the front only queues), so
+the hand-over cannot deadlock a process pool's manager thread (CPython gh-105829). While it
+settles a future of ours it counts as one of the pool's own threads, so a callback that calls
+``join()`` or ``shutdown(wait=True)`` gets the documented refusal instead of waiting for the
+thread it stops. An inner future that is done before the dispatcher has added its callback is
+counted and settled there (``_futures.settle_quietly``), and its callbacks run on a callback
+thread, so that no user code holds up a hand-over. (The one exception: a front that the
+delegate's refusal breaks fails its queue on the dispatcher, which has nothing left to hand
+over.)
+
+Tasks run on the delegate's threads or processes, which are not the front's own: a task
+that waits for the front (``join()``, ``shutdown(wait=True)``, a blocking ``submit`` to a
+full queue) waits for itself, as it would with the delegate used directly.
+
+Faults. A ``submit`` that raises fails that task. If it raises ``BrokenExecutor`` (such as
+``BrokenProcessPool``) or a plain ``RuntimeError`` (shut down), the delegate will take nothing
+more: the front breaks, its queue fails with that error and later submits raise a copy.
+
+Stopping. Once the front is stopping, the dispatcher hands over what is queued, waits for
+every task in flight to settle, shuts the delegate down (``shutdown_executor``) and exits.
+
+Every field is guarded by the pool's lock (``Admission.lock``); every ``*_locked`` method is
+called with it held.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
+from functools import partial
+from typing import Any, Optional
+
+from ._admission import Admission, error_template
+from ._claim import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    LOGGER,
+    claim,
+    guard_callbacks,
+    run_callbacks_guarded,
+)
+from ._context import fresh_thread
+from ._futures import has_user_callbacks, settle_quietly
+from ._queue import Entry
+
+
+def breaks_front(error: BaseException) -> bool:
+    """A refusal of ``delegate.submit`` that no later task can get past: broken, or shut down.
+
+    A plain ``RuntimeError`` is what every standard executor raises once shut down; its
+    subclasses (``RecursionError``, ``NotImplementedError``, ``QueueFullError``) concern one
+    task.
+    """
+    return isinstance(error, BrokenExecutor) or type(error) is RuntimeError
+
+
+class DelegateRunner:
+    """The dispatcher of one front; see the module docstring."""
+
+    def __init__(
+        self,
+        admission: Admission[DelegateRunner],
+        *,
+        delegate: Executor,
+        max_running: int,
+        close_delegate: bool,
+    ) -> None:
+        self.admission = admission
+        self.delegate = delegate
+        self.max_running = max_running
+        self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
+        self.thread: Optional[threading.Thread] = None  # the dispatcher, started or counted in
+        self.arrived = False  # the dispatcher has begun its loop
+        self.unstarted: list[threading.Thread] = []  # counted in, not yet handed to start()
+        self.asleep = False  # the dispatcher waits on ``ready``
+        self.ready = threading.Condition(admission.lock)
+        self.settlers: dict[threading.Thread, int] = {}  # delegate threads settling ours now
+        self.closed = False  # a dispatcher has set out to shut the delegate down
+
+    # -- what admission calls --------------------------------------------------------------
+
+    def queued_locked(self, waiting: int) -> None:
+        self._wake_locked()
+
+    def resumed_locked(self, waiting: int) -> None:
+        self._wake_locked()
+
+    def stop_locked(self) -> None:
+        self._wake_locked()
+
+    def snapshot_locked(self) -> object:
+        return self.thread
+
+    def rollback_locked(self, snapshot: Any) -> None:
+        if self.thread is not snapshot:  # a dispatcher was counted in: write it off
+            assert self.thread is not None
+            if self.thread in self.unstarted:
+                self.unstarted.remove(self.thread)
+            self.thread = snapshot
+
+    def owns_locked(self, thread: threading.Thread) -> bool:
+        return thread is self.thread or thread in self.settlers
+
+    def staffed_locked(self) -> bool:
+        return self.thread is not None
+
+    def sizes_locked(self) -> tuple[int, int]:
+        """(``max_running``, free slots): the front's "workers" are its slots."""
+        return self.max_running, max(0, self.max_running - self.admission.running)
+
+    def check_locked(self) -> None:
+        admission = self.admission
+        assert 0 <= admission.running <= self.max_running, "more tasks in flight than max_running"
+        assert set(self.unstarted) <= {self.thread}, "an unstarted dispatcher is not counted in"
+        assert all(count > 0 for count in self.settlers.values()), "settler count is off"
+        if self.asleep:
+            assert self.thread is not None, "asleep without a dispatcher"
+            if admission.running < self.max_running:
+                assert not admission.waiting_locked(), "a task waits while a slot is free"
+
+    def start_pending(self, entry: Optional[Entry]) -> None:
+        """Start the dispatcher counted in (``Admission.start_thread``)."""
+        if self.unstarted:  # a hint, rechecked under the lock
+            self.admission.start_thread(self.unstarted, entry, self._write_off_locked)
+
+    def _write_off_locked(self, thread: threading.Thread) -> bool:
+        """A dispatcher whose start failed: unless it arrived, it exits when it does."""
+        if self.thread is thread and not self.arrived:
+            self.thread = None
+        return self.thread is None
+
+    def join(self) -> None:
+        """Wait for the dispatcher: it exits once stopped, drained and nothing is in flight."""
+        with self.admission.lock:
+            thread = self.thread
+        if thread is not None and thread.ident is not None:
+            thread.join()
+
+    def after_fork_in_child(self, lock: threading.Lock) -> bool:
+        used = self.thread is not None
+        self.thread = None
+        self.arrived = self.asleep = False
+        self.closed = True  # the delegate is the parent's to shut down, not this copy's
+        self.unstarted.clear()
+        self.ready = threading.Condition(lock)
+        self.settlers.clear()
+        return used
+
+    # -- the dispatcher --------------------------------------------------------------------
+
+    def _wake_locked(self) -> None:
+        """Make the dispatcher look again, if it may find something to do; count one in if none."""
+        admission = self.admission
+        if self.thread is None:
+            closing = admission.stopping and self.close_delegate and not self.closed
+            if admission.waiting_locked() or closing:
+                self.thread = fresh_thread(f"{admission.name}_dispatcher", self._dispatch)
+                self.arrived = False
+                self.unstarted.append(self.thread)
+        elif self.asleep and (
+            admission.stopping
+            or (admission.running < self.max_running and admission.waiting_locked())
+        ):
+            # Notify first: a dispatcher woken while still marked asleep is woken again at
+            # worst, but one marked awake and never notified would sleep for ever.
+            self.ready.notify()
+            self.asleep = False
+
+    def _dispatch(self) -> None:
+        """Body of the dispatcher thread: hand over, best first, while a slot is free."""
+        admission = self.admission
+        me = threading.current_thread()
+        with admission.lock:
+            if self.thread is not me:  # written off when its start() failed
+                return
+            self.arrived = True
+        expired: list[Entry] = []  # what take_locked() found past its deadline
+        while True:
+            with admission.lock:
+                entry = self._next_locked(expired)
+                done = entry is None and not expired
+                if done and (self.closed or not self.close_delegate):
+                    self.thread = None
+                    return
+                if done:
+                    self.closed = True
+            if done:
+                # Still the dispatcher while it closes the delegate, so that join() waits
+                # for this; then it looks once more.
+                self._close_delegate()
+                continue
+            try:
+                if expired:
+                    admission.settle_expired(expired)  # callbacks to the callback threads
+                if admission.clock_errors:
+                    admission.settler.owed()
+                if entry is not None:
+                    self._hand_over(entry)
+            except BaseException:
+                # A done-callback raising SystemExit from a cancel, say: the front's one
+                # dispatcher must live on.
+                LOGGER.critical("exception in the dispatcher of %s", admission.name, exc_info=True)
+            expired, entry = [], None
+
+    def _close_delegate(self) -> None:
+        try:
+            self.delegate.shutdown(wait=True)
+        except Exception:
+            LOGGER.exception("exception shutting down %r", self.delegate)
+
+    def _next_locked(self, expired: list[Entry]) -> Optional[Entry]:
+        """Wait until a task can be handed over, or expired ones cancelled; None: exit."""
+        admission = self.admission
+        while True:
+            if admission.running < self.max_running:
+                entry = admission.take_locked(expired)
+                if entry is not None or expired:
+                    return entry
+            if admission.drained_locked() and not admission.running and not self.settlers:
+                return None
+            self.asleep = True
+            self.ready.wait()
+            self.asleep = False
+
+    def _hand_over(self, entry: Entry) -> None:
+        """Claim a task taken from the queue and submit it to the delegate; without the lock."""
+        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        future = entry.detach()
+        if not claim(future, cancel=False):  # its user cancelled it first
+            with self.admission.lock:
+                self.admission.finished_locked(CANCELLED)
+            return
+        try:
+            inner = self.delegate.submit(fn, *args, **kwargs)
+            inner.add_done_callback(partial(self._done, future))
+        except BaseException as exc:
+            error = exc
+        else:
+            return
+        finally:
+            del fn, args, kwargs  # a broken front keeps the error, and its traceback this frame
+        self._refused(future, error)
+
+    def _refused(self, future: Future[Any], error: BaseException) -> None:
+        """The delegate's ``submit`` raised: fail the task, and break the front if it must.
+
+        A broken front fails its queue here, callbacks included: it has nothing left to hand
+        over.
+        """
+        self._report(future, False, error)
+        if not breaks_front(error):
+            return
+        message, template = str(error) or type(error).__name__, error_template(error)
+        admission = self.admission
+        with admission.lock:
+            drained = [] if admission.broken else admission.break_locked(message, template)
+        admission.settler.fail(drained, lambda: error)
+
+    # -- settling ------------------------------------------------------------------------
+
+    def _done(self, future: Future[Any], inner: Future[Any]) -> None:
+        """Done-callback of an inner future, on the delegate's thread: settle ours from it."""
+        ok, value = False, None  # type: tuple[bool, Any]
+        try:
+            if inner.cancelled():  # by its executor: ours is running, so it cannot be
+                value = CancelledError()
+            else:
+                value = inner.exception()
+                if value is None:
+                    ok, value = True, inner.result()
+        except BaseException as exc:  # a future that is not quite a Future
+            value = exc
+        self._report(future, ok, value)
+
+    def _report(self, future: Future[Any], ok: bool, value: Any) -> None:
+        """Free the task's slot and count its outcome, then settle its future with ``value``."""
+        admission, me = self.admission, threading.current_thread()
+        with admission.lock:
+            admission.finished_later_locked(COMPLETED if ok else FAILED)
+            on_dispatcher = me is self.thread
+            if not on_dispatcher:
+                self.settlers[me] = self.settlers.get(me, 0) + 1
+            self._wake_locked()
+        if on_dispatcher:  # no user code here: the callbacks go to a callback thread
+            if settle_quietly(future, ok, value) and has_user_callbacks(future):
+                admission.settler.later([partial(run_callbacks_guarded, future)])
+            else:
+                with admission.lock:
+                    admission.settled_locked(1)
+            return
+        try:
+            guard_callbacks(future, future.set_result if ok else future.set_exception, value)
+        finally:
+            with admission.lock:
+                left = self.settlers.pop(me) - 1
+                if left:
+                    self.settlers[me] = left
+                admission.settled_locked(1)
+                self._wake_locked()
