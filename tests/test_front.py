@@ -12,6 +12,7 @@ Nothing sleeps to synchronise; gates hold the wrapped executor's workers.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import multiprocessing
@@ -469,6 +470,31 @@ def test_slow_callbacks_of_many_tasks_use_a_bounded_number_of_threads() -> None:
     assert front.statistics().completed == 20
 
 
+def test_a_stream_of_callbacks_settled_for_the_dispatcher_reuses_its_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before (found by the benchmarks): a callback thread exited as soon as it had run its
+    # job, so one task at a time started a thread each: 175 us a task instead of 25.
+    real_start = threading.Thread.start
+    started: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with PriorityExecutor(Finished(), max_running=1) as front:
+        for i in range(200):
+            done = threading.Event()
+            front.pause()  # the callback is in place before the hand-over
+            future = front.submit(str, i)
+            future.add_done_callback(lambda _: done.set())  # noqa: B023 (waited for below)
+            front.resume()
+            assert done.wait(TIMEOUT)
+    callback_threads = [name for name in started if "_callbacks_" in name]
+    assert 1 <= len(callback_threads) <= 20, f"{len(callback_threads)} threads for 200 tasks"
+
+
 def test_the_dispatcher_survives_a_callback_thread_that_cannot_start(
     monkeypatch: pytest.MonkeyPatch, futures_log: list[Any]
 ) -> None:
@@ -803,6 +829,8 @@ def test_at_exit_a_process_pool_made_after_the_import_still_takes_the_queue() ->
             1, multiprocessing.get_context("fork"), initializer=remember, initargs=(event,)
         )
         front = PriorityExecutor(pool)
+        # Warm: from 3.12 on, no thread or process can start once the interpreter exits.
+        assert front.submit(abs, 0).result(TIMEOUT) == 0
         front.submit(hold)
         futures = [front.submit(abs, -i) for i in range(3)]
         for future in futures:
@@ -907,3 +935,18 @@ def test_an_urgent_task_overtakes_a_process_pool_backlog() -> None:
         assert urgent.result(TIMEOUT) == 99 * 99
         wait(backlog, TIMEOUT)
     assert order == ["urgent"] + [f"low-{i}" for i in range(20)]
+
+
+def test_asyncio_runs_in_the_front_and_takes_a_view_as_its_default_executor() -> None:
+    async def main(front: PriorityExecutor) -> list[str]:
+        loop = asyncio.get_running_loop()
+        direct = await loop.run_in_executor(front, str, "direct")
+        # set_default_executor insists on a ThreadPoolExecutor (3.11+): a view is one.
+        loop.set_default_executor(front.options(priority=5))
+        via_view = await loop.run_in_executor(None, str, "view")
+        threaded = await asyncio.to_thread(str, "to_thread")
+        return [direct, via_view, threaded]
+
+    with PriorityExecutor(ThreadPoolExecutor(2)) as front:
+        assert asyncio.run(main(front)) == ["direct", "view", "to_thread"]
+        assert front.statistics().completed == 3

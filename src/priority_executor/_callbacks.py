@@ -7,7 +7,9 @@ must not run one either, or a slow callback would hold up every later hand-over.
 *jobs* (running a future's callbacks, or settling it) go to the threads here instead. A new
 thread starts whenever jobs arrive and every callback thread is inside one, up to
 :data:`MAX_THREADS`, so a stuck job holds up only the jobs queued behind it, and never an
-expiry; a thread exits as soon as nothing is left to run, so an idle pool keeps none.
+expiry. A thread with nothing left to run waits :data:`LINGER` seconds for more (a stream of
+tasks settled one at a time would otherwise start a thread each), then exits, so an idle
+pool keeps none; once the pool is joined, it exits at once.
 
 Every field is guarded by the pool's lock, and every ``*_locked`` method is called with it.
 """
@@ -33,6 +35,9 @@ class CallbackSink(Protocol):
 #: The most callback threads of one pool: beyond, jobs wait for one that is stuck to return.
 MAX_THREADS = 4
 
+#: How long a callback thread with nothing to run waits for more before it exits, in seconds.
+LINGER = 0.1
+
 #: A job: settles a future or runs its callbacks, and never raises (see ``_claim``).
 Job = Callable[[], object]
 
@@ -46,11 +51,16 @@ class CallbackRunner:
         self.pending: deque[Job] = deque()
         self.threads: set[threading.Thread] = set()
         self.busy = 0  # threads inside a job
+        self.lingering = 0  # threads waiting on ``arrived`` for more jobs
+        self.arrived = threading.Condition(sink.lock)
+        self.closing = False  # joined: threads exit as soon as nothing is left
         self.started = 0  # for thread names
 
     def add_locked(self, jobs: list[Job]) -> Optional[threading.Thread]:
         """Queue ``jobs``, each settled once run; return a new thread for the caller to start."""
         self.pending.extend(jobs)
+        if self.lingering:
+            self.arrived.notify(len(jobs))
         if len(self.threads) > self.busy or len(self.threads) >= MAX_THREADS:
             return None  # a thread between two jobs takes them, or the next one free
         thread = fresh_thread(f"{self.name}_callbacks_{self.started}", self._loop)
@@ -71,11 +81,15 @@ class CallbackRunner:
         return thread in self.threads
 
     def check_locked(self) -> None:
-        assert self.busy <= len(self.threads) <= MAX_THREADS, "callback count is off"
+        assert self.busy + self.lingering <= len(self.threads) <= MAX_THREADS, (
+            "callback count is off"
+        )
 
     def join(self) -> None:
         """Wait for the callback threads to finish what they were handed; without the lock."""
         with self.sink.lock:
+            self.closing = True
+            self.arrived.notify_all()
             threads = list(self.threads)
         for thread in threads:
             thread.join()
@@ -83,15 +97,22 @@ class CallbackRunner:
     def _loop(self) -> None:
         sink = self.sink
         me = threading.current_thread()
-        job: Optional[Job] = None
+        ran = False  # a job, not yet reported
         while True:
             with sink.lock:
-                if job is not None:
+                if ran:
                     self.busy -= 1
                     sink.settled_locked(1)
+                    ran = False
+                if not self.pending and not self.closing:
+                    self.lingering += 1
+                    self.arrived.wait(LINGER)
+                    self.lingering -= 1
                 if not self.pending:
                     self.threads.discard(me)
                     return
                 job = self.pending.popleft()
                 self.busy += 1
             job()
+            del job  # it holds a future and its result: nothing of it stays while lingering
+            ran = True

@@ -78,7 +78,9 @@ class PriorityFront:
             TypeError: ``fn`` is not callable, or ``priority`` or ``timeout`` has a wrong type.
             ValueError: ``priority`` is NaN, or ``timeout`` is negative or NaN.
             RuntimeError: the pool was shut down, or the interpreter is exiting.
-            BrokenThreadPool: an initializer failed.
+            BrokenThreadPool: an initializer failed. On a ``PriorityExecutor``: a copy of
+                the error with which the wrapped executor refused a task (such as
+                ``BrokenProcessPool``), once it has.
             QueueFullError: ``max_queued`` tasks wait and ``when_full`` is ``"raise"``, or
                 ``"evict"`` with no queued task ranked below this one, or ``"block"`` from
                 one of the pool's own threads.
@@ -214,7 +216,10 @@ class PriorityFront:
                 cancelled) and the pool's threads have exited. Called from one of the
                 pool's own threads (a task, or a done-callback run by one of them), it does
                 not wait: the pool cannot wait for itself. The standard pool raises or
-                deadlocks there instead.
+                deadlocks there instead. (A ``PriorityExecutor``'s tasks run on the wrapped
+                executor's threads, which are not its own; the done-callbacks it runs there
+                are.) A ``PriorityExecutor`` then shuts the wrapped executor down, unless
+                made with ``shutdown_executor=False``.
             cancel_futures: cancel every task that has not started and wake its waiters.
                 Running tasks always finish.
         """
