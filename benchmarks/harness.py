@@ -18,6 +18,7 @@ Nothing here knows a scenario; scenarios know nothing of repetitions.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import statistics
 import sys
@@ -26,6 +27,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from contenders import OURS, STDLIB, Contender
@@ -231,6 +233,14 @@ def _brief(case: Case, result: CaseResult, r: int) -> str:
     return ", ".join(
         f"{c.key} {fmt(result.raw[c.key][r].get(metric.key, math.nan))}" for c in case.contenders
     ) + (f" {metric.unit}" if metric.unit else "")
+
+
+def save(output: Path, record: Mapping[str, Any], heading: str, table: str) -> None:
+    """Write the raw ``record`` to ``output`` as JSON, then print ``heading`` and ``table``."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(heading + "\n")
+    print(table)
 
 
 def log(message: str) -> None:

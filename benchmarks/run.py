@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any, Optional
 
 import priority_executor
 from contenders import CONTENDERS
-from harness import CaseResult, Config, log, render_table, run_case
+from harness import CaseResult, Config, log, render_table, run_case, save
 from scenarios import SCENARIOS
 
 HERE = Path(__file__).resolve().parent
@@ -142,14 +141,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         suffix = "" if args.scenario is None else "-" + "-".join(args.scenario)
         name = f"{started_at:%Y-%m-%d}-py{sys.version_info[0]}.{sys.version_info[1]}-{mode}"
         output = HERE / "results" / f"{name}{suffix}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(
+    heading = (
         f"Python {env['python_version']} ({env['implementation']}), {env['cpu_count']} CPUs, "
         f"{env['platform']}; {mode} mode, {args.repeat} interleaved repetitions; "
-        f"median [min, max]; ratios are medians of per-repetition ratios to stdlib.\n"
+        f"median [min, max]; ratios are medians of per-repetition ratios to stdlib."
     )
-    print(table)
+    save(output, record, heading, table)
     log(f"\n{seconds:.0f} s; raw results in {output}")
     return 1 if any(result.error is not None for result in results) else 0
 
