@@ -190,6 +190,11 @@ class Internals:
         with self._core.lock:
             return self._core.room.blocked
 
+    def jumped(self) -> bool:
+        """Whether submitters yield the GIL for a task that went ahead of queued ones."""
+        with self._core.lock:
+            return self._core.jumped
+
     def joiners(self) -> int:
         """How many ``join()`` calls wait."""
         with self._core.lock:

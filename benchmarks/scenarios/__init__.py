@@ -16,6 +16,7 @@ from scenarios import (
     idle,
     memory,
     throughput,
+    urgent_contended,
     urgent_latency,
 )
 
@@ -23,6 +24,7 @@ SCENARIOS: tuple[ModuleType, ...] = (
     throughput,
     contended,
     urgent_latency,
+    urgent_contended,
     memory,
     cancel_heavy,
     expiry,

@@ -72,7 +72,7 @@ from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 from . import _lifecycle
 from ._callbacks import CallbackRunner
 from ._claim import Outcome, cancel_all, claim
-from ._lock import acquire_politely
+from ._lock import acquire_politely, yield_gil
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
 from ._queue import NO_KWARGS, Entry, QueueBase
@@ -120,7 +120,6 @@ class Admission(Generic[RunnerT]):
         make_runner: Callable[[Admission[RunnerT]], RunnerT],
     ) -> None:
         self.lock = threading.Lock()
-        self.spinners: set[int] = set()  # threads in acquire_politely (see _lock.py)
         self.quiet = threading.Condition(self.lock)  # join(): nothing queued, running, settling
         self.room = Room(self.lock, max_queued, when_full)
         self.name = name
@@ -136,6 +135,9 @@ class Admission(Generic[RunnerT]):
         self.evicted: list[Entry] = []
         self.clock_errors: list[Exception] = []  # raised under the lock; logged after
         self.paused = False
+        # A task went ahead of queued ones and no runner has taken a task since: submitters
+        # yield the GIL (see "Queue jumps" in _lock.py). A hint, also read without the lock.
+        self.jumped = False
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
@@ -171,13 +173,10 @@ class Admission(Generic[RunnerT]):
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
         future.add_done_callback(self.on_done)
-        lock, polite = self.lock, 0
+        lock = self.lock
         if not lock.acquire(False):
-            polite = acquire_politely(lock, self.spinners)
-        # One instruction between the acquisition and this try: see _lock.py.
+            acquire_politely(lock)
         try:
-            if polite:
-                self.spinners.discard(polite)
             self._admit_locked(entry, timeout, gate)
         finally:
             lock.release()
@@ -187,6 +186,8 @@ class Admission(Generic[RunnerT]):
         finally:
             if self.evicted:
                 self.settler.owed()
+        if self.jumped:  # a hint: see "Queue jumps" in _lock.py
+            yield_gil()
         return future
 
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
@@ -229,8 +230,10 @@ class Admission(Generic[RunnerT]):
                     self.queue.remove(evict)
                     counts["cancelled"] += 1
                     self.evicted.append(evict)
+                jumps = self.queue.goes_first(key)
                 self.queue.push(entry, key)
                 if not self.paused:
+                    self.jumped = self.jumped or jumps
                     self.runner.queued_locked(len(self.queue))
             counts["submitted"] += 1
         except BaseException:
@@ -351,6 +354,7 @@ class Admission(Generic[RunnerT]):
             entry = queue.pop()
         if entry is not None:
             self.running += 1
+            self.jumped = False  # the best task has left the queue
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry
@@ -498,6 +502,7 @@ class Admission(Generic[RunnerT]):
             self.runner.check_locked()
             self.callbacks.check_locked()
             assert self.running >= 0, "more tasks finished than started"
+            assert not (self.jumped and self.paused), "submitters yield to a paused pool"
             assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
             if self.room.max_queued is not None:
                 assert len(self.queue) <= self.room.max_queued, "more tasks queued than max_queued"

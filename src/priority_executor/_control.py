@@ -114,7 +114,9 @@ class AdmissionControl(Admission[RunnerT]):
             if self.stopping:
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
-            if not paused:
+            if paused:
+                self.jumped = False  # nothing starts: yielding would not hasten anything
+            else:
                 self.runner.resumed_locked(len(self.queue))
         self.runner.start_pending(None)
 
@@ -254,10 +256,10 @@ class AdmissionControl(Admission[RunnerT]):
         self.lock = threading.Lock()
         used = self.runner.after_fork_in_child(self.lock)
         used = used or bool(self.queue) or self.timer.thread is not None
-        self.spinners.clear()
         self.quiet = threading.Condition(self.lock)
         self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
         self.running = self.joiners = self.settling = self.undecided = 0
+        self.jumped = False
         del self.evicted[:], self.clock_errors[:]
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.name)

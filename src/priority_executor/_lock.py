@@ -11,11 +11,27 @@ The two hot paths (``Admission.submit`` and a worker's turn) take the lock with
 ``lock.acquire(False)`` first and call :func:`acquire_politely` only when that fails. They
 do not use a ``with`` statement, which blocks where this spins (measured: it cost contended
 throughput its lead, 2.5x). Every other path uses ``with``.
+
+The thread that releases the lock does not yield in turn to those spinning for it. It once
+did, so that a submitter would not wait a switch interval behind a worker; with 4 to 16
+threads submitting, that yield kept the workers from the GIL (an urgent task waited 15 to
+100 ms for one to take it), and contended throughput measured no worse without it.
+
+Queue jumps
+-----------
+A thread that holds the GIL keeps it for the whole switch interval (5 ms) unless it blocks
+or yields, and a thread that submits in a loop never blocks. So a task submitted ahead of
+queued ones could wait a whole slice of every submitting thread before a worker gets the
+GIL to take it: with 16 submitting threads, 50 to 190 ms (measured). So a submit that queues
+a task ahead of every queued one sets ``Admission.jumped``, and until a runner takes a task
+(which is then that one, or a better one), every submit yields the GIL once after unlocking:
+the GIL goes round the threads in microseconds instead of slices, and reaches a worker. The
+cost is a ``time.sleep(0)`` per submit while that task waits, about a microsecond when no
+other thread wants the GIL; submits of equal priority never set it.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -23,31 +39,21 @@ from typing import Any
 LOCK_SPINS = 16
 
 
-def acquire_politely(lock: Any, spinners: set[int]) -> int:
+def acquire_politely(lock: Any) -> None:
     """Take a contended lock by yielding the GIL between tries, and block only as a last resort.
 
     It must take the lock in its spin: of several threads that merely saw it free, all but
     one would block in their acquire and queue up again (measured: contended throughput fell
-    to 0.4x).
-
-    While it yields, the thread is in ``spinners``, so that a worker releasing the lock
-    yields the GIL to it in turn; otherwise a submitter could wait a whole GIL switch
-    interval (5 ms) behind a worker running short tasks. ``spinners`` is a hint read without
-    the lock: set operations are atomic with or without the GIL.
-
-    It returns holding the lock and still in ``spinners``: the caller discards itself there
-    first thing inside the ``try`` whose ``finally`` releases the lock, so that between the
-    acquisition and that ``try`` there is a single instruction, where an asynchronous
-    exception (a signal handler's) could still leave the lock held.
-
-    Returns:
-        The caller's thread id, for it to discard from ``spinners`` once inside its ``try``.
+    to 0.4x). It returns holding the lock: the caller's next instruction is the ``try`` whose
+    ``finally`` releases it.
     """
-    me = threading.get_ident()
-    spinners.add(me)
     for _ in range(LOCK_SPINS):
         time.sleep(0)
         if lock.acquire(False):
-            return me
+            return
     lock.acquire()
-    return me
+
+
+def yield_gil() -> None:
+    """Let another thread have the GIL, if one wants it: see "Queue jumps" above."""
+    time.sleep(0)

@@ -48,6 +48,10 @@ class TaskQueue(QueueBase):
             heapq.heapify(top)
         heapq.heappush(top, -key)
 
+    def goes_first(self, key: Number) -> bool:
+        # levels[0] is the smallest key of every bucket, the live entries' among them.
+        return bool(self.entries) and key < self.levels[0]
+
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
         levels = self.levels
@@ -172,6 +176,9 @@ class HeapQueue(QueueBase):
         heapq.heappush(self.heap, (entry.key, seq, entry))
         if self.worst_heap is not None:
             heapq.heappush(self.worst_heap, (-entry.key, -seq, entry))
+
+    def goes_first(self, key: Number) -> bool:
+        return bool(self.entries) and key < self.heap[0][0]
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""

@@ -137,6 +137,14 @@ class QueueBase:
         """The live entry that would run last, or None if nothing is queued."""
         raise NotImplementedError
 
+    def goes_first(self, key: Number) -> bool:
+        """True if an entry pushed now with ``key`` would come out before every queued one.
+
+        False with nothing queued. O(1): it compares with the smallest key stored, so it may
+        also say False while a tombstone with a smaller key still leads the queue.
+        """
+        raise NotImplementedError
+
     def _live_in_order(self) -> list[Entry]:
         raise NotImplementedError
 

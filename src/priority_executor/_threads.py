@@ -211,7 +211,7 @@ class ThreadRunner:
                 return
         park = threading.Lock()
         park.acquire()
-        lock, spinners, idle = admission.lock, admission.spinners, self.idle
+        lock, idle = admission.lock, self.idle
         take, finish = admission.take_locked, admission.finished_locked
         waiting = admission.waiting_locked
         clock_errors, cancel = admission.clock_errors, admission.settler.cancel
@@ -220,13 +220,9 @@ class ThreadRunner:
         yielded = False  # found the queue empty and yielded once since its last task
         outcome: Optional[Outcome] = None  # of the task it took last, not yet reported
         while True:
-            polite = 0
             if not lock.acquire(False):
-                polite = acquire_politely(lock, spinners)
-            # One instruction between the acquisition and this try: see _lock.py.
+                acquire_politely(lock)
             try:
-                if polite:
-                    spinners.discard(polite)
                 if woken:
                     self.wakes -= 1
                     woken = False
@@ -248,8 +244,6 @@ class ThreadRunner:
                         woken = True
             finally:
                 lock.release()
-            if spinners:
-                time.sleep(0)  # let a thread that yielded for the lock have it, and the GIL
             if expired:
                 cancel(expired)  # callbacks included, in this thread
                 expired.clear()

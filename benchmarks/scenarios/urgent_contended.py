@@ -1,0 +1,164 @@
+"""Urgent latency under contention: one HIGH task while K threads flood the pool with LOW ones.
+
+One sample: 4 workers are held by a gate and 20k LOW no-ops are queued; K threads start
+submitting LOW no-ops in a loop; the gate opens; submitter 0, after its 500th submit, submits
+one HIGH task itself (so with K = 1 one thread does all the submitting). The latency is the
+time from just before that ``submit`` to the first line of the HIGH task. The submitters stop
+once it has started, and what is left is cancelled.
+
+Unlike ``urgent-latency``, the pool never gets a quiet moment: the HIGH task competes for the
+pool's lock and for the GIL with every submitter. This is where most users live: many request
+threads submitting at once. A trial takes ``SAMPLES`` samples on fresh pools and reports their
+median and their 90th percentile; the table gives the median of those over the repetitions.
+
+The LOW task is a C-level counter (``itertools.count().__next__``) so that the raw results can
+say how many LOW tasks started while the HIGH one waited: with a 20k backlog that is zero only
+if no worker took anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import threading
+import time
+from concurrent.futures import Executor
+from typing import Callable, Optional
+
+from contenders import CONTENDERS, TIMEOUT, Contender, Gate, gc_paused, start_workers
+from harness import Case, Config, Metric, Target, percentile
+from priority_executor import Priority
+
+NAME = "urgent-contended"
+SUMMARY = "1 HIGH task while K threads submit LOW ones behind a 20k backlog: submit to start"
+
+WORKERS = 4
+LOW_TASKS = 20_000
+SUBMITS_BEFORE = 500  # LOW submits of submitter 0 before its HIGH one
+SAMPLES = 10
+QUICK_SAMPLES = 4
+
+#: The targets of the issue, per number of submitters: (median, p90) in ms.
+TARGETS = {1: (0.2, None), 4: (1.0, None), 16: (5.0, 10.0)}
+
+
+def _median_metric(submitters: int) -> Metric:
+    bound = TARGETS[submitters][0]
+    return Metric(
+        "latency_ms",
+        "HIGH submit → start, median of samples",
+        "ms",
+        "lower",
+        Target(f"median ≤ {bound:g} ms", lambda median, ratio: median <= bound),
+    )
+
+
+def _p90_metric(submitters: int) -> Metric:
+    bound = TARGETS[submitters][1]
+    target = None
+    if bound is not None:
+        target = Target(f"p90 ≤ {bound:g} ms", lambda median, ratio: median <= bound)
+    return Metric("p90_ms", "HIGH submit → start, p90 of samples", "ms", "lower", target)
+
+
+def _flood(
+    pool: Executor,
+    low: Callable[[], object],
+    go: threading.Event,
+    stop: threading.Event,
+    urgent: Optional[Callable[[], None]],
+) -> None:
+    submit = pool.submit
+    go.wait(TIMEOUT)
+    if urgent is not None:
+        for _ in range(SUBMITS_BEFORE):
+            submit(low)
+        urgent()
+    while not stop.is_set():
+        submit(low)
+
+
+def sample(contender: Contender, submitters: int) -> tuple[float, int]:
+    """One sample on a fresh pool: the latency in ms, and the LOW tasks started meanwhile."""
+    pool = contender.make(WORKERS)
+    counter = itertools.count()
+    low = counter.__next__
+    gate: Optional[Gate] = None
+    go, stop, started = threading.Event(), threading.Event(), threading.Event()
+    times = [0.0, 0.0]
+    ran = [0, 0]
+    threads: list[threading.Thread] = []
+
+    def high() -> None:
+        times[1] = time.perf_counter()
+        ran[1] = next(counter)
+        started.set()
+
+    def urgent() -> None:
+        ran[0] = next(counter)
+        times[0] = time.perf_counter()
+        contender.submit(pool, high, Priority.HIGH, None)
+
+    try:
+        start_workers(pool, WORKERS)
+        gate = Gate.close(pool, WORKERS)
+        with gc_paused():
+            for _ in range(LOW_TASKS):
+                pool.submit(low)
+        for i in range(submitters):
+            first = urgent if i == 0 else None
+            thread = threading.Thread(target=_flood, args=(pool, low, go, stop, first))
+            thread.start()
+            threads.append(thread)
+        gate.release()
+        go.set()
+        if not started.wait(TIMEOUT):
+            raise RuntimeError("the HIGH task never started")
+    finally:
+        stop.set()
+        go.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        if gate is not None:
+            gate.release()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return (times[1] - times[0]) * 1e3, ran[1] - ran[0] - 1
+
+
+def trial(contender: Contender, submitters: int, samples: int) -> dict[str, float]:
+    results = [sample(contender, submitters) for _ in range(samples)]
+    latencies = [latency for latency, _ in results]
+    return {
+        "latency_ms": statistics.median(latencies),
+        "p90_ms": percentile(latencies, 90),
+        "max_ms": max(latencies),
+        "low_started_while_waiting": statistics.median(ran for _, ran in results),
+    }
+
+
+def _case(submitters: int, samples: int, quick: bool) -> Case:
+    notes = ["stdlib has no priorities: its 'HIGH' task is a plain submit behind the backlog"]
+    if quick:
+        notes.append(f"quick mode: {samples} samples per trial instead of {SAMPLES}")
+    plural = "s" if submitters > 1 else ""
+    return Case(
+        NAME,
+        f"urgent under contention, {submitters} submitter{plural}, {WORKERS} workers",
+        [_median_metric(submitters), _p90_metric(submitters)],
+        lambda c: trial(c, submitters, samples),
+        CONTENDERS,
+        {
+            "submitters": submitters,
+            "workers": WORKERS,
+            "low_tasks": LOW_TASKS,
+            "submits_before": SUBMITS_BEFORE,
+            "samples": samples,
+        },
+        notes,
+        warmup=lambda c: trial(c, submitters, 1),
+    )
+
+
+def cases(config: Config) -> list[Case]:
+    samples = QUICK_SAMPLES if config.quick else SAMPLES
+    return [_case(k, samples, config.quick) for k in sorted(TARGETS)]

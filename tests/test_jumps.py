@@ -1,0 +1,178 @@
+"""A task that goes ahead of queued ones: submitters yield the GIL until a runner takes one.
+
+Under many submitting threads an urgent task would otherwise wait a GIL slice of each of them
+before a worker could take it (see "Queue jumps" in ``_lock.py``). What is checked here is the
+mechanism, deterministically: which submits set the hint, which yield, what clears it. How
+much it buys is measured by ``benchmarks/scenarios/urgent_contended.py``, not asserted.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, wait
+from typing import Any, Optional
+
+import pytest
+
+from conftest import TIMEOUT, FakeClock, Gate
+from priority_executor import _admission
+from priority_executor._orders import HeapQueue, TaskQueue
+from priority_executor._queue import Entry, QueueBase
+from support import AGEING, KINDS, AnyPool, internals, make_pool
+
+
+def _entry(priority: float = 0) -> Entry:
+    return Entry(Future(), print, (), {}, priority, None)
+
+
+@pytest.fixture
+def yields(monkeypatch: pytest.MonkeyPatch) -> list[None]:
+    """Every GIL yield of a submit, recorded instead of made."""
+    made: list[None] = []
+    monkeypatch.setattr(_admission, "yield_gil", lambda: made.append(None))
+    return made
+
+
+def held(kind: str, gate: Gate, **options: Any) -> AnyPool:
+    """A pool of one worker (or one slot in front of one thread) held by ``gate``."""
+    pool = make_pool(kind, 1, **options)
+    pool.submit(gate)
+    gate.wait_started()
+    return pool
+
+
+# -- the queue's answer --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("queue_type", [TaskQueue, HeapQueue])
+def test_only_a_key_below_every_queued_one_goes_first(queue_type: type[QueueBase]) -> None:
+    queue = queue_type()
+    assert not queue.goes_first(-10), "nothing queued: nothing to go ahead of"
+    queue.push(_entry(), 0)
+    queue.push(_entry(), 5)
+    assert queue.goes_first(-1)
+    assert not queue.goes_first(0), "an equal key queues behind, in submission order"
+    assert not queue.goes_first(3)
+    queue._check_invariants()
+
+
+@pytest.mark.parametrize("queue_type", [TaskQueue, HeapQueue])
+def test_a_tombstone_in_front_can_only_hide_a_jump(queue_type: type[QueueBase]) -> None:
+    """The answer is O(1) against the smallest key stored, so a removed entry that still
+    leads may hide a jump (a missed yield), but never makes one up."""
+    queue = queue_type()
+    first, second = _entry(), _entry()
+    queue.push(first, -5)
+    queue.push(second, 0)
+    queue.remove(first)
+    assert not queue.goes_first(-1), "hidden by the tombstone of key -5"
+    assert queue.goes_first(-6)
+    queue.remove(second)
+    assert not queue.goes_first(-100), "only tombstones left: nothing to go ahead of"
+    queue._check_invariants()
+
+
+# -- which submits yield -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ageing", AGEING)
+@pytest.mark.parametrize("kind", KINDS)
+def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
+    kind: str, ageing: Optional[float], gate: Gate, yields: list[None], clock: FakeClock
+) -> None:
+    pool = held(kind, gate, ageing=ageing, clock=clock)
+    state = internals(pool)
+    try:
+        lows = [pool.submit(int, priority=0) for _ in range(3)]
+        assert not yields, "equal priorities jump nothing"
+        assert not state.jumped()
+        urgent = pool.submit(int, priority=10)
+        assert state.jumped()
+        assert len(yields) == 1, "the urgent submit itself yields"
+        lows.append(pool.submit(int, priority=0))
+        pool.submit(int, priority=10)  # behind the first urgent one: no jump of its own
+        assert len(yields) == 3, "every submit yields while the urgent task waits"
+        pool._admission.check_invariants()
+        gate.open()
+        urgent.result(TIMEOUT)
+        assert not state.jumped(), "taking the best task clears it"
+        for future in lows:
+            future.result(TIMEOUT)
+        pool.submit(int, priority=0).result(TIMEOUT)
+        assert len(yields) == 3
+        pool._admission.check_invariants()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_task_into_an_empty_queue_jumps_nothing(
+    kind: str, gate: Gate, yields: list[None]
+) -> None:
+    pool = held(kind, gate)
+    try:
+        pool.submit(int, priority=100)
+        assert not yields
+        assert not internals(pool).jumped()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_paused_pool_makes_no_submit_yield(kind: str, gate: Gate, yields: list[None]) -> None:
+    """Nothing starts while paused, so yielding would hasten nothing: pausing clears the
+    hint, and a jump while paused does not set it."""
+    pool = held(kind, gate)
+    state = internals(pool)
+    try:
+        pool.submit(int, priority=0)
+        pool.submit(int, priority=5)
+        assert state.jumped()
+        assert len(yields) == 1
+        pool.pause()
+        assert not state.jumped()
+        pool.submit(int, priority=9)
+        pool.submit(int, priority=0)
+        assert not state.jumped()
+        assert len(yields) == 1
+        pool._admission.check_invariants()
+        pool.resume()
+        gate.open()
+        pool.join()
+        assert not state.jumped()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_jumped_task_cancelled_or_expired_leaves_only_a_hint(
+    kind: str, gate: Gate, yields: list[None], clock: FakeClock
+) -> None:
+    """The hint outlives a jumped task that left the queue unrun; it costs a yield per submit
+    until the runner's next take clears it, and nothing else: order and counts are intact."""
+    pool = held(kind, gate, clock=clock)
+    clock.attach(pool)
+    state = internals(pool)
+    try:
+        low = pool.submit(int, priority=0)
+        cancelled = pool.submit(int, priority=5)
+        expiring = pool.submit(int, priority=6, timeout=1.0)
+        assert cancelled.cancel()
+        clock.advance(2.0)
+        wait([expiring], TIMEOUT)
+        assert expiring.cancelled()
+        assert state.jumped()
+        later = pool.submit(int, priority=0)
+        assert len(yields) == 3
+        gate.open()
+        assert low.result(TIMEOUT) == 0
+        assert later.result(TIMEOUT) == 0
+        assert not state.jumped()
+        stats = pool.statistics()
+        assert (stats.cancelled, stats.expired) == (1, 1)
+        pool._admission.check_invariants()
+    finally:
+        gate.open()
+        pool.shutdown()
