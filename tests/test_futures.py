@@ -105,3 +105,32 @@ def test_settle_quietly_leaves_a_future_already_done() -> None:
     future.set_result(1)
     assert _futures.settle_quietly(future, True, 2) is False
     assert future.result(0) == 1
+
+
+@pytest.mark.parametrize("settle", ["result", "exception", "cancel"])
+def test_a_first_callback_runs_first_however_the_future_is_settled(settle: str) -> None:
+    future: Future[int] = Future()
+    ran: list[str] = []
+    _futures.add_first_callback(future, lambda f: ran.append("hook"))
+    future.add_done_callback(lambda f: ran.append("user"))
+    assert _futures.has_user_callbacks(future)
+    if settle == "result":
+        future.set_result(1)
+    elif settle == "exception":
+        future.set_exception(ValueError("x"))
+    else:
+        assert future.cancel()
+    assert ran == ["hook", "user"]
+
+
+def test_is_cancelled_reads_a_done_future_as_cancelled_does() -> None:
+    cancelled: Future[int] = Future()
+    cancelled.cancel()
+    assert _futures.is_cancelled(cancelled)
+    assert cancelled.set_running_or_notify_cancel() is False  # now CANCELLED_AND_NOTIFIED
+    assert _futures.is_cancelled(cancelled)
+    for settle in ("set_result", "set_exception"):
+        done: Future[Any] = Future()
+        getattr(done, settle)(ValueError() if settle == "set_exception" else 1)
+        assert not _futures.is_cancelled(done)
+        assert _futures.is_cancelled(done) == done.cancelled()

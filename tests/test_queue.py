@@ -75,6 +75,11 @@ class CheckedQueue:
         self.queue.remove(entry)
         self.queue._check_invariants()
 
+    def discard(self, future: Future[Any]) -> Optional[Entry]:
+        entry = self.queue.discard(future)
+        self.queue._check_invariants()
+        return entry
+
     def requeue(self, entry: Entry, key: Number) -> Entry:
         successor = self.queue.requeue(entry, key)
         self.queue._check_invariants()
@@ -207,6 +212,18 @@ def test_removed_entry_is_skipped_by_pop(queue: CheckedQueue) -> None:
     assert queue.pop() is a
     assert queue.pop() is c
     assert queue.pop() is None
+
+
+def test_discard_removes_by_future_once(queue: CheckedQueue) -> None:
+    a = queue.add("a", 0, 5.0)
+    b = queue.add("b", 0, 6.0)
+    assert queue.discard(a.future) is a
+    assert not a.queued
+    assert queue.discard(a.future) is None, "a second discard finds nothing"
+    assert queue.discard(Future()) is None, "a future never queued here"
+    assert queue.next_deadline() == 6.0
+    assert queue.pop() is b
+    assert queue.discard(b.future) is None, "popped: no longer queued"
 
 
 def test_removing_every_entry_of_the_best_key_falls_through_to_the_next(

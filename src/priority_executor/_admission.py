@@ -72,6 +72,7 @@ from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 from . import _lifecycle
 from ._callbacks import CallbackRunner
 from ._claim import Outcome, cancel_all, claim
+from ._futures import add_first_callback, is_cancelled
 from ._lock import acquire_politely, yield_gil
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
@@ -172,7 +173,7 @@ class Admission(Generic[RunnerT]):
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
-        future.add_done_callback(self.on_done)
+        add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):
             acquire_politely(lock)
@@ -429,14 +430,14 @@ class Admission(Generic[RunnerT]):
         # the GIL.
         if future not in self.queue.entries:
             return
-        cancelled = future.cancelled()
+        cancelled = is_cancelled(future)
         with self.lock:
-            entry = self.queue.find(future)
+            entry = self.queue.discard(future)
             if entry is None:
                 return
-            self.queue.remove(entry)
             self.counts["cancelled" if cancelled else "completed"] += 1
-            self.shrunk_locked()
+            if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
+                self.shrunk_locked()
         entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
         if cancelled:
             claim(future, cancel=False)
@@ -449,7 +450,11 @@ class Admission(Generic[RunnerT]):
         self.shrunk_locked()
 
     def shrunk_locked(self) -> None:
-        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet."""
+        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet.
+
+        There is someone only if ``self.room.blocked or self.joiners``; the two hot paths
+        (a take and a cancel) test that before calling, which saves a call per task.
+        """
         self.room.shrunk_locked()
         if self.joiners and self._quiet_locked():
             self.quiet.notify_all()

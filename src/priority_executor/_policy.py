@@ -31,6 +31,10 @@ def describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+#: The types of priority that :func:`check_priority` returns unchanged.
+_PLAIN_PRIORITIES = frozenset((int, Priority))
+
+
 def check_priority(priority: object) -> Number:
     """Return ``priority`` as a number that orders safely in a heap.
 
@@ -38,8 +42,8 @@ def check_priority(priority: object) -> Number:
         TypeError: ``priority`` is not a real number (``bool`` is refused as a likely mistake).
         ValueError: ``priority`` is NaN, which compares false with everything.
     """
-    if type(priority) is int or type(priority) is Priority:
-        return priority
+    if type(priority) in _PLAIN_PRIORITIES:
+        return priority  # type: ignore[return-value]
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
         raise TypeError(f"priority must be a real number, got {describe(priority)}")
     if isinstance(priority, int):
@@ -162,6 +166,8 @@ def check_task_options(
     The one check of ``submit``, ``options``, ``map`` and ``set_priority``: every bad value is
     refused here, with an exact message, before anything is queued.
     """
+    if timeout is None and ageing is None and type(priority) in _PLAIN_PRIORITIES:
+        return priority, None  # type: ignore[return-value]  # the common case, at once
     level = check_priority(priority)
     if ageing is not None:
         check_aged_priority(level)

@@ -180,6 +180,14 @@ class QueueBase:
         self._forget(entry)
         self._compact_if_sparse()
 
+    def discard(self, future: Future[Any]) -> Optional[Entry]:
+        """:meth:`remove` the entry of ``future`` and return it, or None if it is not queued."""
+        entry = self.entries.get(future)
+        if entry is not None:
+            self._forget(entry)
+            self._compact_if_sparse()
+        return entry
+
     def requeue(self, entry: Entry, key: Number) -> Entry:
         """Move a queued entry to ``key``, behind the entries already there; return its successor.
 
