@@ -44,14 +44,16 @@ def held(kind: str, gate: Gate, **options: Any) -> AnyPool:
 
 
 @pytest.mark.parametrize("queue_type", [TaskQueue, HeapQueue])
-def test_only_a_key_below_every_queued_one_goes_first(queue_type: type[QueueBase]) -> None:
+def test_a_push_says_whether_it_went_ahead_of_every_queued_entry(
+    queue_type: type[QueueBase],
+) -> None:
     queue = queue_type()
-    assert not queue.goes_first(-10), "nothing queued: nothing to go ahead of"
-    queue.push(_entry(), 0)
-    queue.push(_entry(), 5)
-    assert queue.goes_first(-1)
-    assert not queue.goes_first(0), "an equal key queues behind, in submission order"
-    assert not queue.goes_first(3)
+    assert not queue.push(_entry(), 0), "nothing queued: nothing to go ahead of"
+    assert not queue.push(_entry(), 5)
+    assert not queue.push(_entry(), 0), "an equal key queues behind, in submission order"
+    assert not queue.push(_entry(), 3)
+    assert queue.push(_entry(), -1)
+    assert queue.push(_entry(), -2)
     queue._check_invariants()
 
 
@@ -60,14 +62,12 @@ def test_a_tombstone_in_front_can_only_hide_a_jump(queue_type: type[QueueBase]) 
     """The answer is O(1) against the smallest key stored, so a removed entry that still
     leads may hide a jump (a missed yield), but never makes one up."""
     queue = queue_type()
-    first, second = _entry(), _entry()
+    first = _entry()
     queue.push(first, -5)
-    queue.push(second, 0)
+    queue.push(_entry(), 0)
     queue.remove(first)
-    assert not queue.goes_first(-1), "hidden by the tombstone of key -5"
-    assert queue.goes_first(-6)
-    queue.remove(second)
-    assert not queue.goes_first(-100), "only tombstones left: nothing to go ahead of"
+    assert not queue.push(_entry(), -5), "hidden by the tombstone of key -5"
+    assert queue.push(_entry(), -6)
     queue._check_invariants()
 
 

@@ -197,6 +197,9 @@ class Admission(Generic[RunnerT]):
         expired, evict = False, None
         if timeout is None and self.ageing is None:
             key = sort_key(entry.priority)
+            if self.room.max_queued is None:  # the common case: no deadline, no bound
+                self._accept_locked(entry, key, False, None)
+                return
         else:
             now = entry.queued_at = self.clock()  # if it raises, submit raises
             key = queue_key(entry.priority, now, self.ageing)
@@ -231,11 +234,10 @@ class Admission(Generic[RunnerT]):
                     self.queue.remove(evict)
                     counts["cancelled"] += 1
                     self.evicted.append(evict)
-                jumps = self.queue.goes_first(key)
-                self.queue.push(entry, key)
+                jumps = self.queue.push(entry, key)
                 if not self.paused:
                     self.jumped = self.jumped or jumps
-                    self.runner.queued_locked(len(self.queue))
+                    self.runner.queued_locked(len(self.queue.entries))
             counts["submitted"] += 1
         except BaseException:
             counts["submitted"], counts["expired"], counts["cancelled"] = before
@@ -322,7 +324,7 @@ class Admission(Generic[RunnerT]):
 
     def waiting_locked(self) -> int:
         """How many queued tasks may start now."""
-        return 0 if self.paused else len(self.queue)
+        return 0 if self.paused else len(self.queue.entries)
 
     def take_locked(self, unrun: list[Entry], even_paused: bool = False) -> Optional[Entry]:
         """Take the best queued task to start it: the one place a task leaves the queue to start.

@@ -28,9 +28,12 @@ class TaskQueue(QueueBase):
         self.top: Optional[list[Number]] = [] if track_worst else None
         self.hollow = 0  # empty buckets left by worst(), at most; see the module docstring
 
-    def _store(self, entry: Entry) -> None:
+    def _store(self, entry: Entry) -> bool:
         bucket = self.buckets.get(entry.key)
+        first = False
         if bucket is None:
+            # Only a new level can go first: levels[0] is the smallest key of every bucket.
+            first = bool(self.entries) and entry.key < self.levels[0]
             bucket = self.buckets[entry.key] = deque()
             heapq.heappush(self.levels, entry.key)
             if self.top is not None:
@@ -38,6 +41,7 @@ class TaskQueue(QueueBase):
         elif self.top is not None and not bucket:
             self._list_as_worst(entry.key)  # worst() may have skipped it while it was empty
         bucket.append(entry)
+        return first
 
     def _list_as_worst(self, key: Number) -> None:
         top = self.top
@@ -47,10 +51,6 @@ class TaskQueue(QueueBase):
             self.top = top = [-level for level in self.levels]
             heapq.heapify(top)
         heapq.heappush(top, -key)
-
-    def goes_first(self, key: Number) -> bool:
-        # levels[0] is the smallest key of every bucket, the live entries' among them.
-        return bool(self.entries) and key < self.levels[0]
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
@@ -171,14 +171,13 @@ class HeapQueue(QueueBase):
         # With eviction, a second heap finds the worst entry in O(log n) instead of O(n).
         self.worst_heap: Optional[list[tuple[Number, int, Entry]]] = [] if track_worst else None
 
-    def _store(self, entry: Entry) -> None:
+    def _store(self, entry: Entry) -> bool:
+        first = bool(self.entries) and entry.key < self.heap[0][0]
         seq = self._next_seq()
         heapq.heappush(self.heap, (entry.key, seq, entry))
         if self.worst_heap is not None:
             heapq.heappush(self.worst_heap, (-entry.key, -seq, entry))
-
-    def goes_first(self, key: Number) -> bool:
-        return bool(self.entries) and key < self.heap[0][0]
+        return first
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""

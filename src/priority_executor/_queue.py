@@ -126,7 +126,13 @@ class QueueBase:
 
     # The ordering: each subclass stores entries its own way.
 
-    def _store(self, entry: Entry) -> None:
+    def _store(self, entry: Entry) -> bool:
+        """Store a new live entry; True if it goes ahead of every entry queued before it.
+
+        The answer is O(1) against the smallest key stored, so it may be False for an entry
+        that goes first while a tombstone with a smaller key still leads (a missed jump,
+        never a made-up one).
+        """
         raise NotImplementedError
 
     def pop(self) -> Optional[Entry]:
@@ -135,14 +141,6 @@ class QueueBase:
 
     def worst(self) -> Optional[Entry]:
         """The live entry that would run last, or None if nothing is queued."""
-        raise NotImplementedError
-
-    def goes_first(self, key: Number) -> bool:
-        """True if an entry pushed now with ``key`` would come out before every queued one.
-
-        False with nothing queued. O(1): it compares with the smallest key stored, so it may
-        also say False while a tombstone with a smaller key still leads the queue.
-        """
         raise NotImplementedError
 
     def _live_in_order(self) -> list[Entry]:
@@ -159,16 +157,21 @@ class QueueBase:
 
     # The rest is common.
 
-    def push(self, entry: Entry, key: Number) -> None:
-        """Queue ``entry`` behind every queued entry with the same key."""
+    def push(self, entry: Entry, key: Number) -> bool:
+        """Queue ``entry`` behind every queued entry with the same key.
+
+        Returns:
+            True if it goes ahead of every entry queued before it (see :meth:`_store`).
+        """
         entry.key = key
         entry.queued = True
-        self._store(entry)
+        first = self._store(entry)
         self.stored += 1
         self.entries[entry.future] = entry
         if entry.deadline is not None:
             heapq.heappush(self.deadlines, (entry.deadline, self._next_seq(), entry))
             self.deadline_count += 1
+        return first
 
     def _next_seq(self) -> int:
         seq = next(self._counter)
