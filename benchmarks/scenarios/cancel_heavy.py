@@ -36,7 +36,7 @@ CANCEL = Metric(
     "cost per cancel()",
     "µs",
     "lower",
-    Target("≤ 1 µs", lambda median, ratio: median <= 1.0),
+    Target("≤ 1.5 µs", lambda median, ratio: median <= 1.5),
 )
 DRAIN = Metric(
     "drain_us_per_task",

@@ -26,7 +26,7 @@ TASKS_PER_S = Metric(
     "tasks per second",
     "tasks/s",
     "higher",
-    Target("≥ 1.2 x stdlib", lambda median, ratio: ratio is not None and ratio >= 1.2),
+    Target("≥ 1.5 x stdlib", lambda median, ratio: ratio is not None and ratio >= 1.5),
 )
 
 

@@ -12,8 +12,10 @@ threads submitting at once. A trial takes ``SAMPLES`` samples on fresh pools and
 median and their 90th percentile; the table gives the median of those over the repetitions.
 
 The LOW task is a C-level counter (``itertools.count().__next__``) so that the raw results can
-say how many LOW tasks started while the HIGH one waited: with a 20k backlog that is zero only
-if no worker took anything.
+say how many LOW tasks started while the HIGH one waited (with a 20k backlog that is zero only
+if no worker took anything), and about how many were still queued when it was submitted: a
+pool whose submits are slow under contention lets its workers drain the backlog meanwhile, so
+its HIGH task may wait behind little.
 """
 
 from __future__ import annotations
@@ -61,25 +63,40 @@ def _p90_metric(submitters: int) -> Metric:
     return Metric("p90_ms", "HIGH submit → start, p90 of samples", "ms", "lower", target)
 
 
+#: Context for the latency: a pool whose HIGH task waited behind a short queue had an easy test.
+BACKLOG = Metric(
+    "backlog_at_high",
+    "LOW tasks queued at the HIGH submit, about",
+    "tasks",
+    "higher",
+    paired_ratio=False,
+)
+
+
 def _flood(
     pool: Executor,
     low: Callable[[], object],
     go: threading.Event,
     stop: threading.Event,
     urgent: Optional[Callable[[], None]],
+    submitted: list[int],
+    index: int,
 ) -> None:
     submit = pool.submit
     go.wait(TIMEOUT)
     if urgent is not None:
         for _ in range(SUBMITS_BEFORE):
             submit(low)
+            submitted[index] += 1
         urgent()
     while not stop.is_set():
         submit(low)
+        submitted[index] += 1
 
 
-def sample(contender: Contender, submitters: int) -> tuple[float, int]:
-    """One sample on a fresh pool: the latency in ms, and the LOW tasks started meanwhile."""
+def sample(contender: Contender, submitters: int) -> tuple[float, int, int]:
+    """One sample on a fresh pool: the latency in ms, the LOW tasks started meanwhile, and
+    about how many LOW tasks were queued when the HIGH one was submitted."""
     pool = contender.make(WORKERS)
     counter = itertools.count()
     low = counter.__next__
@@ -87,6 +104,8 @@ def sample(contender: Contender, submitters: int) -> tuple[float, int]:
     go, stop, started = threading.Event(), threading.Event(), threading.Event()
     times = [0.0, 0.0]
     ran = [0, 0]
+    submitted = [0] * submitters  # LOW submits of each flooding thread
+    backlog = [0]
     threads: list[threading.Thread] = []
 
     def high() -> None:
@@ -96,6 +115,7 @@ def sample(contender: Contender, submitters: int) -> tuple[float, int]:
 
     def urgent() -> None:
         ran[0] = next(counter)
+        backlog[0] = LOW_TASKS + sum(submitted) - ran[0]  # the others' counts may lag a bit
         times[0] = time.perf_counter()
         contender.submit(pool, high, Priority.HIGH, None)
 
@@ -107,7 +127,8 @@ def sample(contender: Contender, submitters: int) -> tuple[float, int]:
                 pool.submit(low)
         for i in range(submitters):
             first = urgent if i == 0 else None
-            thread = threading.Thread(target=_flood, args=(pool, low, go, stop, first))
+            args = (pool, low, go, stop, first, submitted, i)
+            thread = threading.Thread(target=_flood, args=args)
             thread.start()
             threads.append(thread)
         gate.release()
@@ -122,17 +143,18 @@ def sample(contender: Contender, submitters: int) -> tuple[float, int]:
         if gate is not None:
             gate.release()
         pool.shutdown(wait=True, cancel_futures=True)
-    return (times[1] - times[0]) * 1e3, ran[1] - ran[0] - 1
+    return (times[1] - times[0]) * 1e3, ran[1] - ran[0] - 1, backlog[0]
 
 
 def trial(contender: Contender, submitters: int, samples: int) -> dict[str, float]:
     results = [sample(contender, submitters) for _ in range(samples)]
-    latencies = [latency for latency, _ in results]
+    latencies = [latency for latency, _, _ in results]
     return {
         "latency_ms": statistics.median(latencies),
         "p90_ms": percentile(latencies, 90),
         "max_ms": max(latencies),
-        "low_started_while_waiting": statistics.median(ran for _, ran in results),
+        "low_started_while_waiting": statistics.median(ran for _, ran, _ in results),
+        "backlog_at_high": statistics.median(backlog for _, _, backlog in results),
     }
 
 
@@ -144,7 +166,7 @@ def _case(submitters: int, samples: int, quick: bool) -> Case:
     return Case(
         NAME,
         f"urgent under contention, {submitters} submitter{plural}, {WORKERS} workers",
-        [_median_metric(submitters), _p90_metric(submitters)],
+        [_median_metric(submitters), _p90_metric(submitters), BACKLOG],
         lambda c: trial(c, submitters, samples),
         CONTENDERS,
         {
