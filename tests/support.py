@@ -191,9 +191,9 @@ class Internals:
             return self._core.room.blocked
 
     def jumped(self) -> bool:
-        """Whether submitters yield the GIL for a task that went ahead of queued ones."""
+        """Whether a jump window is open: a task went ahead of queued ones, none taken since."""
         with self._core.lock:
-            return self._core.jumped
+            return bool(self._core.jumped)
 
     def joiners(self) -> int:
         """How many ``join()`` calls wait."""

@@ -8,13 +8,14 @@ much it buys is measured by ``benchmarks/scenarios/urgent_contended.py``, not as
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import Future, wait
 from typing import Any, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
-from priority_executor import _admission
+from priority_executor import _lock
 from priority_executor._orders import HeapQueue, TaskQueue
 from priority_executor._queue import Entry, QueueBase
 from support import AGEING, KINDS, AnyPool, internals, make_pool
@@ -24,11 +25,30 @@ def _entry(priority: float = 0) -> Entry:
     return Entry(Future(), print, (), {}, priority, None)
 
 
+class Monotonic:
+    """The monotonic clock of the jump windows, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-def yields(monkeypatch: pytest.MonkeyPatch) -> list[None]:
-    """Every GIL yield of a submit, recorded instead of made."""
+def monotonic(monkeypatch: pytest.MonkeyPatch) -> Monotonic:
+    clock = Monotonic()
+    monkeypatch.setattr(_lock, "monotonic", clock)
+    return clock
+
+
+@pytest.fixture
+def yields(monkeypatch: pytest.MonkeyPatch, monotonic: Monotonic) -> list[None]:
+    """Every GIL yield of a submit, recorded instead of made; the windows' clock stands still."""
+    if not _lock.GIL_ENABLED:
+        pytest.skip("no GIL: no jump window opens")
     made: list[None] = []
-    monkeypatch.setattr(_admission, "yield_gil", lambda: made.append(None))
+    monkeypatch.setattr(_lock, "yield_gil", lambda: made.append(None))
     return made
 
 
@@ -172,6 +192,61 @@ def test_a_jumped_task_cancelled_or_expired_leaves_only_a_hint(
         assert not state.jumped()
         stats = pool.statistics()
         assert (stats.cancelled, stats.expired) == (1, 1)
+        pool._admission.check_invariants()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_jump_that_no_runner_takes_costs_submits_one_window(
+    kind: str, gate: Gate, yields: list[None], monotonic: Monotonic
+) -> None:
+    """With every worker (or slot) in a long task no runner can take the jumped task, and a
+    yield would hand the GIL to that task for a whole slice per submit. Before: every submit
+    yielded until a take, about 5 ms each behind a CPU-bound task. The window closes after
+    one switch interval, and a later jump does not reopen it until a runner takes a task."""
+    pool = held(kind, gate)
+    try:
+        pool.submit(int, priority=0)
+        pool.submit(int, priority=5)
+        pool.submit(int, priority=0)
+        assert len(yields) == 2
+        monotonic.now += sys.getswitchinterval()
+        for priority in (0, 9, 0):
+            pool.submit(int, priority=priority)
+        assert len(yields) == 2, "the window has closed"
+        gate.open()
+        pool.join()
+        assert not internals(pool).jumped(), "the take closed it for good"
+        pool._admission.check_invariants()
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_submit_rolled_back_leaves_no_window_open(
+    kind: str, gate: Gate, yields: list[None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception raised (by a signal handler, say) after the jump was recorded rolls the
+    submit back, the window with it. Before: the window stayed open for a task not queued."""
+    pool = held(kind, gate)
+    runner = pool._admission.runner
+    real = runner.queued_locked
+
+    def interrupted(waiting: int) -> None:
+        real(waiting)
+        raise KeyboardInterrupt
+
+    try:
+        pool.submit(int, priority=0)
+        with monkeypatch.context() as patch:
+            patch.setattr(runner, "queued_locked", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                pool.submit(int, priority=5)
+        assert not internals(pool).jumped()
+        assert internals(pool).queued() == 1
         pool._admission.check_invariants()
     finally:
         gate.open()

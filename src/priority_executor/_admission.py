@@ -73,7 +73,7 @@ from . import _lifecycle
 from ._callbacks import CallbackRunner
 from ._claim import Outcome, cancel_all, claim
 from ._futures import add_first_callback, is_cancelled
-from ._lock import acquire_politely, yield_gil
+from ._lock import acquire_politely, jump_window, yield_in_window
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
 from ._queue import NO_KWARGS, Entry, QueueBase
@@ -136,9 +136,10 @@ class Admission(Generic[RunnerT]):
         self.evicted: list[Entry] = []
         self.clock_errors: list[Exception] = []  # raised under the lock; logged after
         self.paused = False
-        # A task went ahead of queued ones and no runner has taken a task since: submitters
-        # yield the GIL (see "Queue jumps" in _lock.py). A hint, also read without the lock.
-        self.jumped = False
+        # A task went ahead of queued ones and no runner has taken a task since: until this
+        # monotonic time, submitters yield the GIL (see "Queue jumps" in _lock.py); 0.0 for
+        # none. A hint, also read without the lock.
+        self.jumped = 0.0
         self.shutdown = False
         self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
@@ -188,7 +189,7 @@ class Admission(Generic[RunnerT]):
             if self.evicted:
                 self.settler.owed()
         if self.jumped:  # a hint: see "Queue jumps" in _lock.py
-            yield_gil()
+            yield_in_window(self.jumped)
         return future
 
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
@@ -222,7 +223,7 @@ class Admission(Generic[RunnerT]):
         """
         counts = self.counts
         before = counts["submitted"], counts["expired"], counts["cancelled"]
-        runner_before = self.runner.snapshot_locked()
+        runner_before, jumped_before = self.runner.snapshot_locked(), self.jumped
         try:
             if expired:
                 # No one has seen this future yet: it has no waiter and no callback but
@@ -236,7 +237,8 @@ class Admission(Generic[RunnerT]):
                     self.evicted.append(evict)
                 jumps = self.queue.push(entry, key)
                 if not self.paused:
-                    self.jumped = self.jumped or jumps
+                    if jumps and not self.jumped:
+                        self.jumped = jump_window()
                     self.runner.queued_locked(len(self.queue.entries))
             counts["submitted"] += 1
         except BaseException:
@@ -247,6 +249,7 @@ class Admission(Generic[RunnerT]):
                     self.evicted.remove(evict)
                 self.queue.restore(evict)  # its removal may have stopped part-way
             self.runner.rollback_locked(runner_before)
+            self.jumped = jumped_before
             raise
 
     def check_accepting_locked(self, gate: Optional[Gate] = None) -> None:
@@ -357,7 +360,7 @@ class Admission(Generic[RunnerT]):
             entry = queue.pop()
         if entry is not None:
             self.running += 1
-            self.jumped = False  # the best task has left the queue
+            self.jumped = 0.0  # the best task has left the queue
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry

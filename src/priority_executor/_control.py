@@ -115,7 +115,7 @@ class AdmissionControl(Admission[RunnerT]):
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if paused:
-                self.jumped = False  # nothing starts: yielding would not hasten anything
+                self.jumped = 0.0  # nothing starts: yielding would not hasten anything
             else:
                 self.runner.resumed_locked(len(self.queue))
         self.runner.start_pending(None)
@@ -259,7 +259,7 @@ class AdmissionControl(Admission[RunnerT]):
         self.quiet = threading.Condition(self.lock)
         self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
         self.running = self.joiners = self.settling = self.undecided = 0
-        self.jumped = False
+        self.jumped = 0.0
         del self.evicted[:], self.clock_errors[:]
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.name)

@@ -23,17 +23,29 @@ A thread that holds the GIL keeps it for the whole switch interval (5 ms) unless
 or yields, and a thread that submits in a loop never blocks. So a task submitted ahead of
 queued ones could wait a whole slice of every submitting thread before a worker gets the
 GIL to take it: with 16 submitting threads, 50 to 190 ms (measured). So a submit that queues
-a task ahead of every queued one sets ``Admission.jumped``, and until a runner takes a task
-(which is then that one, or a better one), every submit yields the GIL once after unlocking:
-the GIL goes round the threads in microseconds instead of slices, and reaches a worker. The
-cost is a ``time.sleep(0)`` per submit while that task waits, about a microsecond when no
-other thread wants the GIL; submits of equal priority never set it.
+a task ahead of every queued one opens a *jump window* (``Admission.jumped``, the monotonic
+time it closes), and until a runner takes a task (which is then that one, or a better one),
+every submit yields the GIL once after unlocking: the GIL goes round the threads in
+microseconds instead of slices, and reaches a worker.
+
+The window lasts one switch interval, and a new jump does not extend it. A yield hands the
+GIL to whichever thread wants it, for that thread's whole slice: if no runner can take the
+task (every worker is in a long task, a front's slots are all in use), the yields hasten
+nothing and each costs its submitter a slice. Bounded so, a jump costs a submitting thread
+at most one slice, no more than the interpreter's own switch would have; submits of equal
+priority never open one, and without a GIL (a free-threaded build) there is nothing to
+yield and no window opens.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from time import monotonic  # looked up at each call: tests replace it
 from typing import Any
+
+#: Whether this interpreter runs with a GIL (free-threaded builds can run without).
+GIL_ENABLED: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 #: How many times a thread yields the GIL and retries a contended lock before blocking on it.
 LOCK_SPINS = 16
@@ -54,6 +66,17 @@ def acquire_politely(lock: Any) -> None:
     lock.acquire()
 
 
+def jump_window() -> float:
+    """When a jump window opened now closes, on the monotonic clock; 0.0 without a GIL."""
+    return monotonic() + sys.getswitchinterval() if GIL_ENABLED else 0.0
+
+
+def yield_in_window(closes: float) -> None:
+    """Let another thread have the GIL if the jump window closing at ``closes`` is open."""
+    if monotonic() < closes:
+        yield_gil()
+
+
 def yield_gil() -> None:
-    """Let another thread have the GIL, if one wants it: see "Queue jumps" above."""
+    """Let another thread have the GIL, if one wants it."""
     time.sleep(0)
