@@ -9,7 +9,9 @@ much it buys is measured by ``benchmarks/scenarios/urgent_contended.py``, not as
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import pytest
@@ -52,12 +54,18 @@ def yields(monkeypatch: pytest.MonkeyPatch, monotonic: Monotonic) -> list[None]:
     return made
 
 
-def held(kind: str, gate: Gate, **options: Any) -> AnyPool:
-    """A pool of one worker (or one slot in front of one thread) held by ``gate``."""
+@contextmanager
+def held(kind: str, gate: Gate, **options: Any) -> Iterator[AnyPool]:
+    """A pool of one worker (or one slot in front of one thread) held by ``gate``; on the way
+    out the gate opens and the pool shuts down."""
     pool = make_pool(kind, 1, **options)
-    pool.submit(gate)
-    gate.wait_started()
-    return pool
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        yield pool
+    finally:
+        gate.open()
+        pool.shutdown()
 
 
 # -- the queue's answer --------------------------------------------------------------------
@@ -99,9 +107,8 @@ def test_a_tombstone_in_front_can_only_hide_a_jump(queue_type: type[QueueBase]) 
 def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
     kind: str, ageing: Optional[float], gate: Gate, yields: list[None], clock: FakeClock
 ) -> None:
-    pool = held(kind, gate, ageing=ageing, clock=clock)
-    state = internals(pool)
-    try:
+    with held(kind, gate, ageing=ageing, clock=clock) as pool:
+        state = internals(pool)
         lows = [pool.submit(int, priority=0) for _ in range(3)]
         assert not yields, "equal priorities jump nothing"
         assert not state.jumped()
@@ -120,32 +127,24 @@ def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
         pool.submit(int, priority=0).result(TIMEOUT)
         assert len(yields) == 3
         pool._admission.check_invariants()
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_task_into_an_empty_queue_jumps_nothing(
     kind: str, gate: Gate, yields: list[None]
 ) -> None:
-    pool = held(kind, gate)
-    try:
+    with held(kind, gate) as pool:
         pool.submit(int, priority=100)
         assert not yields
         assert not internals(pool).jumped()
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_paused_pool_makes_no_submit_yield(kind: str, gate: Gate, yields: list[None]) -> None:
     """Nothing starts while paused, so yielding would hasten nothing: pausing clears the
     hint, and a jump while paused does not set it."""
-    pool = held(kind, gate)
-    state = internals(pool)
-    try:
+    with held(kind, gate) as pool:
+        state = internals(pool)
         pool.submit(int, priority=0)
         pool.submit(int, priority=5)
         assert state.jumped()
@@ -161,9 +160,6 @@ def test_a_paused_pool_makes_no_submit_yield(kind: str, gate: Gate, yields: list
         gate.open()
         pool.join()
         assert not state.jumped()
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -172,10 +168,9 @@ def test_a_jumped_task_cancelled_or_expired_leaves_only_a_hint(
 ) -> None:
     """The hint outlives a jumped task that left the queue unrun; it costs a yield per submit
     until the runner's next take clears it, and nothing else: order and counts are intact."""
-    pool = held(kind, gate, clock=clock)
-    clock.attach(pool)
-    state = internals(pool)
-    try:
+    with held(kind, gate, clock=clock) as pool:
+        clock.attach(pool)
+        state = internals(pool)
         low = pool.submit(int, priority=0)
         cancelled = pool.submit(int, priority=5)
         expiring = pool.submit(int, priority=6, timeout=1.0)
@@ -193,9 +188,6 @@ def test_a_jumped_task_cancelled_or_expired_leaves_only_a_hint(
         stats = pool.statistics()
         assert (stats.cancelled, stats.expired) == (1, 1)
         pool._admission.check_invariants()
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -206,8 +198,7 @@ def test_a_jump_that_no_runner_takes_costs_submits_one_window(
     yield would hand the GIL to that task for a whole slice per submit. Before: every submit
     yielded until a take, about 5 ms each behind a CPU-bound task. The window closes after
     one switch interval, and a later jump does not reopen it until a runner takes a task."""
-    pool = held(kind, gate)
-    try:
+    with held(kind, gate) as pool:
         pool.submit(int, priority=0)
         pool.submit(int, priority=5)
         pool.submit(int, priority=0)
@@ -220,9 +211,6 @@ def test_a_jump_that_no_runner_takes_costs_submits_one_window(
         pool.join()
         assert not internals(pool).jumped(), "the take closed it for good"
         pool._admission.check_invariants()
-    finally:
-        gate.open()
-        pool.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -231,15 +219,14 @@ def test_a_submit_rolled_back_leaves_no_window_open(
 ) -> None:
     """An exception raised (by a signal handler, say) after the jump was recorded rolls the
     submit back, the window with it. Before: the window stayed open for a task not queued."""
-    pool = held(kind, gate)
-    runner = pool._admission.runner
-    real = runner.queued_locked
+    with held(kind, gate) as pool:
+        runner = pool._admission.runner
+        real = runner.queued_locked
 
-    def interrupted(waiting: int) -> None:
-        real(waiting)
-        raise KeyboardInterrupt
+        def interrupted(waiting: int) -> None:
+            real(waiting)
+            raise KeyboardInterrupt
 
-    try:
         pool.submit(int, priority=0)
         with monkeypatch.context() as patch:
             patch.setattr(runner, "queued_locked", interrupted)
@@ -248,6 +235,3 @@ def test_a_submit_rolled_back_leaves_no_window_open(
         assert not internals(pool).jumped()
         assert internals(pool).queued() == 1
         pool._admission.check_invariants()
-    finally:
-        gate.open()
-        pool.shutdown()

@@ -41,26 +41,18 @@ SAMPLES = 10
 QUICK_SAMPLES = 4
 
 #: The targets of the issue, per number of submitters: (median, p90) in ms.
-TARGETS = {1: (0.2, None), 4: (1.0, None), 16: (5.0, 10.0)}
+TARGETS: dict[int, tuple[float, Optional[float]]] = {
+    1: (0.2, None),
+    4: (1.0, None),
+    16: (5.0, 10.0),
+}
 
 
-def _median_metric(submitters: int) -> Metric:
-    bound = TARGETS[submitters][0]
-    return Metric(
-        "latency_ms",
-        "HIGH submit → start, median of samples",
-        "ms",
-        "lower",
-        Target(f"median ≤ {bound:g} ms", lambda median, ratio: median <= bound),
-    )
-
-
-def _p90_metric(submitters: int) -> Metric:
-    bound = TARGETS[submitters][1]
+def _latency_metric(key: str, statistic: str, bound: Optional[float]) -> Metric:
     target = None
     if bound is not None:
-        target = Target(f"p90 ≤ {bound:g} ms", lambda median, ratio: median <= bound)
-    return Metric("p90_ms", "HIGH submit → start, p90 of samples", "ms", "lower", target)
+        target = Target(f"{statistic} ≤ {bound:g} ms", lambda median, ratio: median <= bound)
+    return Metric(key, f"HIGH submit → start, {statistic} of samples", "ms", "lower", target)
 
 
 #: Context for the latency: a pool whose HIGH task waited behind a short queue had an easy test.
@@ -166,7 +158,11 @@ def _case(submitters: int, samples: int, quick: bool) -> Case:
     return Case(
         NAME,
         f"urgent under contention, {submitters} submitter{plural}, {WORKERS} workers",
-        [_median_metric(submitters), _p90_metric(submitters), BACKLOG],
+        [
+            _latency_metric("latency_ms", "median", TARGETS[submitters][0]),
+            _latency_metric("p90_ms", "p90", TARGETS[submitters][1]),
+            BACKLOG,
+        ],
         lambda c: trial(c, submitters, samples),
         CONTENDERS,
         {
