@@ -27,6 +27,7 @@ from support import (
     Recorder,
     assert_done_promptly,
     in_thread,
+    internals,
     make_pool,
     wait_blocked,
     wait_until,
@@ -139,6 +140,43 @@ def test_a_cancel_racing_the_start_either_cancels_or_runs_never_both(
             assert victim.cancelled() is won
             assert (round_ in runs.ran) is not won, f"round {round_}: cancelled and run"
         assert len(runs.ran) == len(set(runs.ran)), "a task ran twice"
+        assert_accounted(pool)
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_a_queue_jump_racing_the_start_goes_next_and_its_window_closes(config: Config) -> None:
+    """Another thread submits an urgent task as the worker (or slot) frees up: it starts
+    before every task still queued when its submit returned (one may have been taken and not
+    yet recorded), and the take that starts it closes the jump window, so no later submit
+    yields (see tests/test_jumps.py for the window itself)."""
+    pool = config.pool()
+    runs = Recorder()
+    state = internals(pool)
+    try:
+        for round_ in range(10):
+            gate = Gate()
+            config.submit(pool, gate)
+            gate.wait_started()
+            lows = [config.submit(pool, runs, (round_, i), priority=-1) for i in range(3)]
+            race = threading.Barrier(2, timeout=TIMEOUT)
+
+            def jump(
+                round_: int = round_, race: threading.Barrier = race
+            ) -> tuple[Future[Any], int]:
+                race.wait()
+                urgent = config.submit(pool, runs, (round_, "urgent"), priority=5)
+                return urgent, sum(tag[0] == round_ for tag in runs.ran)
+
+            jumper = in_thread(jump)
+            race.wait()
+            gate.open()
+            urgent, ran_before = jumper.result()
+            assert wait([urgent, *lows], TIMEOUT).not_done == set()
+            ran = [tag for tag in runs.ran if tag[0] == round_]
+            assert ran.index((round_, "urgent")) <= ran_before + 1, f"round {round_}: {ran}"
+            assert not state.jumped(), "a window left open after the urgent task started"
         assert_accounted(pool)
     finally:
         pool.shutdown()
