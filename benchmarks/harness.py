@@ -20,7 +20,10 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
+import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -241,6 +244,39 @@ def save(output: Path, record: Mapping[str, Any], heading: str, table: str) -> N
     output.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(heading + "\n")
     print(table)
+
+
+def machine() -> dict[str, Any]:
+    """The interpreter and machine that produced a result, for every script's record."""
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    gil = getattr(sys, "_is_gil_enabled", None)
+    return {
+        "python_version": platform.python_version(),
+        "python": sys.version,
+        "implementation": platform.python_implementation(),
+        "in_virtualenv": sys.prefix != sys.base_prefix,
+        "gil_enabled": gil() if gil is not None else True,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": len(affinity) if affinity is not None else None,
+        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
+
+
+def git_revision(directory: Path) -> Optional[tuple[str, bool]]:
+    """The commit of the checkout holding ``directory``, and whether the files under
+    ``directory`` have uncommitted changes; None outside a git checkout."""
+    try:
+        commit, status = (
+            subprocess.run(
+                ["git", *words], cwd=directory, capture_output=True, text=True, check=True
+            ).stdout
+            for words in (["rev-parse", "HEAD"], ["status", "--porcelain", "--", "."])
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit.strip(), bool(status.strip())
 
 
 def log(message: str) -> None:

@@ -48,7 +48,6 @@ import gc
 import hashlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -64,7 +63,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import priority_executor
 from contenders import BASELINE, CONTENDERS, STDLIB, TIMEOUT, Gate, noop, start_workers
-from harness import fmt, fmt_ratio, log, save
+from harness import fmt, fmt_ratio, git_revision, log, machine, save
 
 HERE = Path(__file__).resolve().parent
 
@@ -449,22 +448,13 @@ def render(summary: dict[str, dict[str, Any]], repeat: int, workload: str) -> st
 
 
 def environment(valgrind: str, package: dict[str, Any], source: Optional[Path]) -> dict[str, Any]:
-    """What produced the counts; the fields of ``run.py``'s ``environment()``, with the package
-    as the counted children loaded it. run.py is not imported: it loads every scenario."""
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    """What produced the counts: ``harness.machine()``, valgrind, and the package as the
+    counted children loaded it."""
     version = subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout
     package_dir = Path(package["package_dir"])
     checkout = (HERE.parent / "src").resolve() / "priority_executor"
     return {
-        "python_version": platform.python_version(),
-        "python": sys.version,
-        "implementation": platform.python_implementation(),
-        "in_virtualenv": sys.prefix != sys.base_prefix,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": len(affinity) if affinity is not None else None,
-        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        **machine(),
         "valgrind": version.strip(),
         "priority_executor_version": package["version"],
         # Which package was counted (no machine paths recorded).
@@ -476,20 +466,8 @@ def environment(valgrind: str, package: dict[str, Any], source: Optional[Path]) 
 
 
 def _git_revision(directory: Path) -> Optional[dict[str, Any]]:
-    """The commit of the checkout holding ``directory``, and whether it has changes there."""
-
-    def git(*words: str) -> str:
-        return subprocess.run(
-            ["git", *words], cwd=directory, capture_output=True, text=True, check=True
-        ).stdout
-
-    try:
-        return {
-            "commit": git("rev-parse", "HEAD").strip(),
-            "modified": bool(git("status", "--porcelain", "--", ".").strip()),
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    revision = git_revision(directory)
+    return None if revision is None else dict(zip(("commit", "modified"), revision))
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

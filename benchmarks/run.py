@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any, Optional
 
 import priority_executor
 from contenders import CONTENDERS
-from harness import CaseResult, Config, log, render_table, run_case, save
+from harness import CaseResult, Config, git_revision, log, machine, render_table, run_case, save
 from scenarios import SCENARIOS
 
 HERE = Path(__file__).resolve().parent
@@ -61,42 +59,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 def environment() -> dict[str, Any]:
     """What produced the numbers: interpreter, machine, library and source revision."""
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    gil = getattr(sys, "_is_gil_enabled", None)
+    revision = git_revision(HERE.parent / "src")
     return {
-        "python_version": platform.python_version(),
-        "python": sys.version,
-        "implementation": platform.python_implementation(),
-        "in_virtualenv": sys.prefix != sys.base_prefix,
-        "gil_enabled": gil() if gil is not None else True,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": len(affinity) if affinity is not None else None,
-        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        **machine(),
         "priority_executor_version": priority_executor.__version__,
         # Whether the package under test is this checkout's src/ (no machine paths recorded).
         "priority_executor_from_checkout": HERE.parent / "src"
         in Path(priority_executor.__file__).parents,
-        "git": _git_revision(),
+        "git": None if revision is None else dict(zip(("commit", "src_modified"), revision)),
     }
-
-
-def _git_revision() -> Optional[dict[str, Any]]:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--", "src"],
-            cwd=HERE.parent,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return {"commit": commit, "src_modified": bool(status.strip())}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
