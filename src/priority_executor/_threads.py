@@ -24,13 +24,12 @@ method is called with it held.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable, Optional
 
 from ._admission import Admission
 from ._claim import LOGGER, Outcome, run
 from ._context import fresh_thread
-from ._lock import acquire_politely
+from ._lock import acquire_politely, yield_gil
 from ._queue import Entry
 
 #: The standard pool's message for a failed initializer, word for word.
@@ -265,7 +264,7 @@ class ThreadRunner:
                 park.acquire()  # until a submit or another worker hands it a wake-up
                 woken, yielded = True, False
             else:
-                time.sleep(0)
+                yield_gil()
                 yielded = True
 
     def _initialize(self) -> bool:
