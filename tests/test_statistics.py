@@ -101,6 +101,7 @@ def test_statistics_count_every_outcome_of_a_scripted_scenario(
             cancelled=1,
             expired=1,
             rejected=0,
+            max_workers=1,
         )
         assert_conserved(stats)
 
@@ -130,6 +131,7 @@ def test_statistics_count_every_outcome_of_a_scripted_scenario(
             cancelled=1,
             expired=2,
             rejected=0,
+            max_workers=1,
         )
 
         hold_worker(pool, second_gate)
@@ -160,6 +162,7 @@ def test_statistics_count_every_outcome_of_a_scripted_scenario(
             cancelled=3,
             expired=2,
             rejected=1,
+            max_workers=1,
         )
         assert_conserved(stats)
         pool._check_invariants()

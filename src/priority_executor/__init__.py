@@ -14,6 +14,7 @@ from ._delegating import PriorityExecutor
 from ._executor import PriorityThreadPoolExecutor
 from ._options import PoolView
 from ._policy import Priority
+from ._rates import RateLimit
 from ._stats import ExecutorStatistics, QueueFullError
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "PriorityExecutor",
     "PriorityThreadPoolExecutor",
     "QueueFullError",
+    "RateLimit",
     "__version__",
 ]
 

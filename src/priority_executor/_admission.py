@@ -65,14 +65,16 @@ import copy
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 
 from . import _lifecycle
 from ._callbacks import CallbackRunner
-from ._claim import Outcome, cancel_all, claim
+from ._claim import LOGGER, Outcome, cancel_all, claim
 from ._futures import add_first_callback, is_cancelled
+from ._keyed import KeyedQueue
+from ._limits import Limits
 from ._lock import acquire_politely, jump_window, yield_in_window
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
@@ -118,6 +120,7 @@ class Admission(Generic[RunnerT]):
         ageing: Optional[float],
         max_queued: Optional[int],
         when_full: WhenFull,
+        limits: Limits,
         make_runner: Callable[[Admission[RunnerT]], RunnerT],
     ) -> None:
         self.lock = threading.Lock()
@@ -127,6 +130,8 @@ class Admission(Generic[RunnerT]):
         self.clock = clock
         self.broken_type = broken_type
         self.ageing = ageing
+        self.limits = limits
+        self.simple = False  # no bound and no limit: see _limits_changed_locked
         self.queue = self._new_queue()
         self.running = 0  # taken by the runner, outcome not yet reported
         self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
@@ -153,8 +158,11 @@ class Admission(Generic[RunnerT]):
         self.owner_ref: Optional[weakref.ReferenceType[Any]] = None  # see AdmissionControl.adopt
         self.on_done = self._on_done  # one bound method for every future, not one per submit
         self.runner = make_runner(self)
+        self._limits_changed_locked()
 
     def _new_queue(self) -> QueueBase:
+        if self.limits.keyed:  # either order: the lanes are heaps
+            return KeyedQueue(self.room.evicts, set(self.limits.saturated_keys()))
         if self.ageing is None:
             return TaskQueue(track_worst=self.room.evicts)
         return HeapQueue(track_worst=self.room.evicts)
@@ -173,7 +181,8 @@ class Admission(Generic[RunnerT]):
         """Queue a task whose arguments the front has checked; ``gate``: the view, if any."""
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None)
+        group = None if gate is None else gate.key
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group)
         add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):
@@ -198,7 +207,7 @@ class Admission(Generic[RunnerT]):
         expired, evict = False, None
         if timeout is None and self.ageing is None:
             key = sort_key(entry.priority)
-            if self.room.max_queued is None:  # the common case: no deadline, no bound
+            if self.simple:  # the common case: no deadline, no bound, no limit
                 self._accept_locked(entry, key, False, None)
                 return
         else:
@@ -211,6 +220,8 @@ class Admission(Generic[RunnerT]):
             evict, expired = self.room.make_room_locked(self, entry, key, gate)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
+        elif self.limits.timed and self.timer.thread is None:
+            self.timer.signal_locked(self.timer.target)  # it wakes takers at rate slots
         self._accept_locked(entry, key, expired, evict)
 
     def _accept_locked(
@@ -239,7 +250,10 @@ class Admission(Generic[RunnerT]):
                 if not self.paused:
                     if jumps and not self.jumped:
                         self.jumped = jump_window()
-                    self.runner.queued_locked(len(self.queue.entries))
+                    waiting = len(self.queue.entries)
+                    if self.limits.on:
+                        waiting = self.waiting_locked()
+                    self.runner.queued_locked(waiting)
             counts["submitted"] += 1
         except BaseException:
             counts["submitted"], counts["expired"], counts["cancelled"] = before
@@ -327,52 +341,91 @@ class Admission(Generic[RunnerT]):
 
     def waiting_locked(self) -> int:
         """How many queued tasks may start now."""
-        return 0 if self.paused else len(self.queue.entries)
+        if self.paused or self.limits.rate_until is not None:
+            return 0
+        return len(self.queue.entries) - self.queue.held
 
-    def take_locked(self, unrun: list[Entry], even_paused: bool = False) -> Optional[Entry]:
+    def take_locked(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
         """Take the best queued task to start it: the one place a task leaves the queue to start.
 
-        It is counted ``running`` until the runner reports it by :meth:`finished_locked`. One
-        clock reading decides the deadline race: an entry due is counted expired and added
-        to ``unrun``, for the caller to cancel by ``Settler.cancel`` after unlocking (so its
-        callbacks run in the runner's thread), and the next one is taken. If the clock
-        raises, the task starts (its deadline cannot be decided) and the error is listed for
-        ``Settler.owed``.
+        It is the best task that every limit allows now (``_limits.py``), counted ``running``
+        until the runner reports it by :meth:`finished_locked`. One clock reading decides the
+        deadline race: an entry due is counted expired and added to ``unrun``, for the caller
+        to cancel by ``Settler.cancel`` after unlocking (so its callbacks run in the runner's
+        thread), and the next one is taken. If the clock raises, the task starts (its
+        deadline cannot be decided) and the error is listed for ``Settler.owed``; under a
+        rate limit, nothing starts until the timer can read the clock again.
+
+        Args:
+            as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
+                out, knowing neither pause nor limits; it is not counted as a start.
 
         Returns:
-            None with nothing queued, or while paused (unless ``even_paused``: the
-            standard pool's queue, read through ``_work_queue``, knows no pause).
+            None with nothing queued that may start, or while paused.
         """
-        if self.paused and not even_paused:
+        limits, queue = self.limits, self.queue
+        if as_work_queue:
+            pop, limited = queue.pop_any, False
+        elif self.paused:
             return None
-        queue = self.queue
-        entry = queue.pop()
+        else:
+            pop, limited = queue.pop, limits.on
+        now = 0.0  # read only under a rate limit
+        if limited and limits.timed:
+            reading = self.read_clock()
+            if isinstance(reading, Exception):
+                self.clock_errors.append(reading)
+                limits.hold_locked()
+                self._wake_timer_locked()
+                return None
+            now = reading
+            limits.release_locked(now, queue)
+            if limits.rate_until is not None:  # the pool's window is full
+                self._wake_timer_locked()
+                return None
+        entry = pop()
         while entry is not None and entry.deadline is not None:
-            now = self.read_clock()
-            if isinstance(now, Exception):
-                self.clock_errors.append(now)
+            reading = self.read_clock()
+            if isinstance(reading, Exception):
+                self.clock_errors.append(reading)
                 break
-            if not is_due(entry.deadline, now):
+            if not is_due(entry.deadline, reading):
                 break
             self.counts["expired"] += 1
             self.settling += 1
             unrun.append(entry)
-            entry = queue.pop()
+            entry = pop()
         if entry is not None:
             self.running += 1
             self.jumped = 0.0  # the best task has left the queue
+            # Keyed tasks are counted running per key even with no limit set, so that a
+            # key limit set later counts the tasks of the key already running.
+            counted = not as_work_queue and (limited or entry.group is not None)
+            if counted and limits.started_locked(entry.group, now, queue):
+                self._wake_timer_locked()
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry
 
-    def finished_locked(self, outcome: Outcome) -> None:
-        """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel)."""
+    def _wake_timer_locked(self) -> None:
+        """Have the timer wake when the clock next opens a start (a rate slot)."""
+        wake = self.limits.next_wake()
+        if self.timer.needs_signal_locked(wake):
+            self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
+
+    def finished_locked(self, outcome: Outcome, group: Hashable = None) -> None:
+        """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel).
+
+        ``group``: its key (the ``key`` of its view), for the key limits.
+        """
         self.running -= 1
         self.counts[outcome] += 1
+        if group is not None:
+            self.limits.finished_locked(group, self.queue)
         if self.joiners:
             self.shrunk_locked()
 
-    def finished_later_locked(self, outcome: Outcome) -> None:
+    def finished_later_locked(self, outcome: Outcome, group: Hashable = None) -> None:
         """:meth:`finished_locked` for a future settled after unlocking, by :meth:`settled_locked`.
 
         ``join()`` waits for it until then, callbacks included.
@@ -380,6 +433,8 @@ class Admission(Generic[RunnerT]):
         self.running -= 1
         self.counts[outcome] += 1
         self.settling += 1
+        if group is not None:
+            self.limits.finished_locked(group, self.queue)
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken by :meth:`take_locked` will not run: count it, as ``take_locked`` would."""
@@ -483,7 +538,13 @@ class Admission(Generic[RunnerT]):
             return exc
 
     def pop_due_locked(self, now: float) -> list[Entry]:
-        """Take out the entries due at ``now``, counted expired, for the timer to settle."""
+        """The timer's turn at ``now``: open what the limits allow, and take out the due entries.
+
+        Those are counted expired, for the timer to settle by :meth:`settle_expired`.
+        """
+        limits = self.limits
+        if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
+            self.runner.resumed_locked(self.waiting_locked())  # threads: see settle_expired
         due = self.queue.pop_due(now)
         if due:
             self.counts["expired"] += len(due)
@@ -492,10 +553,29 @@ class Admission(Generic[RunnerT]):
         return due
 
     def next_deadline_locked(self) -> Optional[float]:
-        return self.queue.next_deadline()
+        """When the timer must wake next: the earliest deadline or rate slot, if any."""
+        deadline = self.queue.next_deadline()
+        if not self.limits.timed:
+            return deadline
+        wake = self.limits.next_wake()
+        if deadline is None or (wake is not None and wake < deadline):
+            return wake
+        return deadline
+
+    def timer_done_locked(self) -> bool:
+        """The timer may exit once no deadline or slot can come: stopping (and drained if timed)."""
+        return self.stopping and not (self.limits.timed and self.queue)
 
     def settle_expired(self, due: list[Entry]) -> None:
-        self.settler.expired(due)
+        """After a turn of the timer: settle what expired, start the threads it counted in."""
+        if due:
+            self.settler.expired(due)
+        if self.runner.unstarted:
+            try:
+                self.runner.start_pending(None)
+            except Exception:
+                # No thread could start: the next submit tries again. The timer lives on.
+                LOGGER.exception("could not start a thread for %s", self.name)
 
     def is_own_thread_locked(self, thread: threading.Thread) -> bool:
         """A thread of the runner (also while it starts), the timer, or a callback thread."""
@@ -504,6 +584,22 @@ class Admission(Generic[RunnerT]):
             or thread is self.timer.thread
             or self.callbacks.owns_locked(thread)
         )
+
+    def _limits_changed_locked(self) -> None:
+        """After the limits changed: the queue's ordering, the fast path, the keys closed.
+
+        A queue goes from one lane per key (``KeyedQueue``) to plain order, or back, in O(n),
+        when the first key limit is set or the last one removed.
+        """
+        limits, queue = self.limits, self.queue
+        if limits.keyed != isinstance(queue, KeyedQueue):
+            if isinstance(queue, KeyedQueue):
+                limits.regate_locked(queue)  # open every key: nothing holds back any more
+            self.queue = self._new_queue()
+            queue.move_to(self.queue)
+        elif isinstance(queue, KeyedQueue):
+            limits.regate_locked(queue)
+        self.simple = self.room.max_queued is None and not limits.on
 
     def check_invariants(self) -> None:
         """Check the queue's, admission's and the runner's invariants in O(n); for tests."""
@@ -516,6 +612,18 @@ class Admission(Generic[RunnerT]):
             assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
             if self.room.max_queued is not None:
                 assert len(self.queue) <= self.room.max_queued, "more tasks queued than max_queued"
+            limits, queue = self.limits, self.queue
+            assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
+            assert self.simple == (self.room.max_queued is None and not limits.on), "fast path"
+            if isinstance(queue, KeyedQueue):
+                limits.check(queue.closed)
+            assert sum(state.running for state in limits.keys.values()) <= self.running
+            if limits.timed and queue and not self.broken:
+                assert self.timer.thread is not None, "a rate limit without a timer"
+                wake = limits.next_wake()
+                if wake is not None:
+                    assert self.timer.target is not None, "the timer sleeps past a rate slot"
+                    assert self.timer.target <= wake, "the timer would sleep past a rate slot"
             if self.queue.deadline_count and not self.broken:
                 earliest = self.queue.next_deadline()
                 assert self.timer.thread is not None, "deadlines pending without a timer"

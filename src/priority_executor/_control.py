@@ -20,7 +20,9 @@ from . import _lifecycle
 from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
+from ._limits import Limits
 from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full, queue_key
+from ._rates import RateLimit, check_rate_limit
 from ._room import Room
 from ._runner import Runner
 from ._stats import ExecutorStatistics
@@ -60,9 +62,17 @@ class AdmissionControl(Admission[RunnerT]):
         ageing: object,
         max_queued: object,
         when_full: object,
+        rate_limit: object,
+        key_limit: object,
+        key_rate_limit: object,
         make_runner: Callable[[Admission[RunnerT]], RunnerT],
     ) -> AdmissionControl[RunnerT]:
         """Check a front's queue options and make its admission, adopted by ``owner``."""
+        limits = Limits(
+            check_rate_limit("rate_limit", rate_limit),
+            check_limit("key_limit", key_limit),
+            check_rate_limit("key_rate_limit", key_rate_limit),
+        )
         admission: AdmissionControl[RunnerT] = cls(
             name=name,
             clock=check_clock(clock),
@@ -70,6 +80,7 @@ class AdmissionControl(Admission[RunnerT]):
             ageing=check_ageing(ageing),
             max_queued=check_limit("max_queued", max_queued),
             when_full=check_when_full(when_full),
+            limits=limits,
             make_runner=make_runner,
         )
         admission.adopt(owner)
@@ -93,6 +104,52 @@ class AdmissionControl(Admission[RunnerT]):
         """Make submits blocked on a full queue re-check whether they may still queue."""
         with self.lock:
             self.room.wake_all_locked()
+
+    # -- limits changed at run time --------------------------------------------------------
+
+    def set_rate_limit(self, value: object) -> None:
+        """Set ``rate_limit`` (None: none) while the pool runs; see :meth:`_change_limits`."""
+        limit = check_rate_limit("rate_limit", value)
+        self._change_limits(limit, lambda now: self.limits.set_rate_limit_locked(limit, now))
+
+    def set_key_limit(self, value: object) -> None:
+        """Set ``key_limit`` (None: none) while the pool runs."""
+        limit = check_limit("key_limit", value)
+        self._change_limits(None, lambda now: self.limits.set_key_limit_locked(limit))
+
+    def set_key_rate_limit(self, value: object) -> None:
+        """Set ``key_rate_limit`` (None: none) while the pool runs."""
+        limit = check_rate_limit("key_rate_limit", value)
+        self._change_limits(limit, lambda now: self.limits.set_key_rate_limit_locked(limit, now))
+
+    def _change_limits(self, rate: Optional[RateLimit], change: Callable[[float], None]) -> None:
+        """Apply ``change`` (given the clock) under the lock, then start what it allows.
+
+        A higher limit starts at once what it now allows; a lower one interrupts nothing.
+        The starts already counted in a window still count under a new rate limit. A new
+        ``rate`` needs the timer, started first: if it cannot start, nothing changes.
+        """
+        with self.lock:
+            if rate is not None and self.timer.thread is None:
+                self.timer.signal_locked(self.timer.target)  # may raise: nothing changed yet
+            change(self.clock())  # if the clock raises, nothing changed
+            self._limits_changed_locked()
+            self._restaffed_locked()
+        self.runner.start_pending(None)
+
+    def resize(self, size: int) -> None:
+        """Set ``max_workers`` (or the front's ``max_running``), checked by the caller."""
+        with self.lock:
+            self.runner.resize_locked(size)
+            self._restaffed_locked()
+        self.runner.start_pending(None)
+
+    def _restaffed_locked(self) -> None:
+        """After a limit changed: wake the timer for a new slot, and the takers for new room."""
+        if self.limits.timed:
+            self._wake_timer_locked()
+        if not self.paused:
+            self.runner.resumed_locked(self.waiting_locked())
 
     # -- set_priority, pause, join, statistics ---------------------------------------------
 
@@ -156,8 +213,10 @@ class AdmissionControl(Admission[RunnerT]):
         with self.lock:
             by_priority = Counter(entry.priority for entry in self.queue.entries.values())
             workers, idle = self.runner.sizes_locked()
-            counts = self.counts
+            counts, limits, queue = self.counts, self.limits, self.queue
+            startable = 0 if self.paused else len(queue) - queue.held
             return ExecutorStatistics(
+                **self.runner.capacity_locked(),
                 queued=len(self.queue),
                 queued_by_priority=dict(sorted(by_priority.items(), reverse=True)),
                 running=self.running,
@@ -171,6 +230,11 @@ class AdmissionControl(Admission[RunnerT]):
                 expired=counts["expired"],
                 rejected=counts["rejected"],
                 taken=counts["taken"],
+                held_by_key=queue.held,
+                rate_limited=limits.rate_until is not None and startable > 0,
+                rate_limit=limits.rate_limit,
+                key_limit=limits.key_limit,
+                key_rate_limit=limits.key_rate_limit,
             )
 
     def state(self) -> PoolState:
@@ -260,6 +324,8 @@ class AdmissionControl(Admission[RunnerT]):
         self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
         self.running = self.joiners = self.settling = self.undecided = 0
         self.jumped = 0.0
+        limits = self.limits  # its running counts and windows are the parent's
+        self.limits = Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit)
         del self.evicted[:], self.clock_errors[:]
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.name)

@@ -19,6 +19,7 @@ from ._control import AdmissionControl
 from ._dispatch import DelegateRunner
 from ._front import PriorityFront
 from ._policy import WhenFull, check_flag, check_limit, describe
+from ._rates import RateLimit
 
 
 def default_max_running(executor: object, max_running: object) -> int:
@@ -52,7 +53,8 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         max_running: the most tasks handed over and not yet finished; default the
             executor's ``_max_workers`` (the process and thread pools have one); required
             for any other executor.
-        clock, ageing, max_queued, when_full: as for ``PriorityThreadPoolExecutor``.
+        clock, ageing, max_queued, when_full, rate_limit, key_limit, key_rate_limit: as for
+            ``PriorityThreadPoolExecutor``; a task starts when it is handed over.
         shutdown_executor: ``shutdown()`` (and a front collected or left at exit) shuts
             ``executor`` down once every task handed to it has finished. False leaves it
             running, for its owner to shut down.
@@ -76,6 +78,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
         shutdown_executor: bool = True,
+        rate_limit: Optional[RateLimit] = None,
+        key_limit: Optional[int] = None,
+        key_rate_limit: Optional[RateLimit] = None,
     ) -> None:
         if not callable(getattr(executor, "submit", None)):
             raise TypeError(
@@ -84,7 +89,6 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         limit = default_max_running(executor, max_running)
         close = check_flag("shutdown_executor", shutdown_executor)
         self._executor = executor
-        self._max_workers = limit
         self._thread_name_prefix = f"PriorityExecutor-{self._counter()}"
         self._admission: AdmissionControl[DelegateRunner] = AdmissionControl.for_front(
             self,
@@ -94,6 +98,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
             ageing=ageing,
             max_queued=max_queued,
             when_full=when_full,
+            rate_limit=rate_limit,
+            key_limit=key_limit,
+            key_rate_limit=key_rate_limit,
             make_runner=lambda admission: DelegateRunner(
                 admission, delegate=executor, max_running=limit, close_delegate=close
             ),
@@ -106,8 +113,23 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
 
     @property
     def max_running(self) -> int:
-        """The most tasks handed to the executor and not yet finished."""
-        return self._max_workers
+        """The most tasks handed to the executor and not yet finished; settable while running.
+
+        A higher value hands over at once what it now allows; a lower one interrupts
+        nothing: no task is handed over until fewer than the new value are in flight.
+        """
+        return self._admission.runner.max_running
+
+    @max_running.setter
+    def max_running(self, value: int) -> None:
+        size = check_limit("max_running", value, optional=False)
+        assert size is not None
+        self._admission.resize(size)
+
+    @property
+    def _max_workers(self) -> int:
+        """``max_running``, under the name that views and the standard pools use."""
+        return self._admission.runner.max_running
 
     @property
     def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only
@@ -117,6 +139,6 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     def __repr__(self) -> str:
         state = self._admission.state()
         return (
-            f"<{type(self).__name__} {state.describe()} max_running={self._max_workers}"
+            f"<{type(self).__name__} {state.describe()} max_running={self.max_running}"
             f" queued={state.queued} running={state.running} executor={self._executor!r}>"
         )

@@ -39,6 +39,7 @@ called with it held.
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
 from functools import partial
 from typing import Any, Optional
@@ -82,6 +83,7 @@ class DelegateRunner:
         self.admission = admission
         self.delegate = delegate
         self.max_running = max_running
+        self.peak = max_running  # the most in flight allowed since the last lowering
         self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
         self.thread: Optional[threading.Thread] = None  # the dispatcher, started or counted in
         self.arrived = False  # the dispatcher has begun its loop
@@ -122,9 +124,20 @@ class DelegateRunner:
         """(``max_running``, free slots): the front's "workers" are its slots."""
         return self.max_running, max(0, self.max_running - self.admission.running)
 
+    def capacity_locked(self) -> dict[str, int]:
+        return {"max_running": self.max_running}
+
+    def resize_locked(self, size: int) -> None:
+        """Set ``max_running``; tasks in flight beyond it finish, and no more start till then."""
+        self.peak = max(size, min(self.peak, self.admission.running))
+        self.max_running = size
+        self._wake_locked()
+
     def check_locked(self) -> None:
         admission = self.admission
-        assert 0 <= admission.running <= self.max_running, "more tasks in flight than max_running"
+        assert 0 <= admission.running <= max(self.max_running, self.peak), (
+            "more tasks in flight than max_running"
+        )
         assert set(self.unstarted) <= {self.thread}, "an unstarted dispatcher is not counted in"
         assert all(count > 0 for count in self.settlers.values()), "settler count is off"
         if self.asleep:
@@ -238,30 +251,30 @@ class DelegateRunner:
 
     def _hand_over(self, entry: Entry) -> None:
         """Claim a task taken from the queue and submit it to the delegate; without the lock."""
-        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        fn, args, kwargs, group = entry.fn, entry.args, entry.kwargs, entry.group
         future = entry.detach()
         if not claim(future, cancel=False):  # its user cancelled it first
             with self.admission.lock:
-                self.admission.finished_locked(CANCELLED)
+                self.admission.finished_locked(CANCELLED, group)
             return
         try:
             inner = self.delegate.submit(fn, *args, **kwargs)
-            inner.add_done_callback(partial(self._done, future))
+            inner.add_done_callback(partial(self._done, future, group))
         except BaseException as exc:
             error = exc
         else:
             return
         finally:
             del fn, args, kwargs  # a broken front keeps the error, and its traceback this frame
-        self._refused(future, error)
+        self._refused(future, group, error)
 
-    def _refused(self, future: Future[Any], error: BaseException) -> None:
+    def _refused(self, future: Future[Any], group: Hashable, error: BaseException) -> None:
         """The delegate's ``submit`` raised: fail the task, and break the front if it must.
 
         A broken front fails its queue here, callbacks included: it has nothing left to hand
         over.
         """
-        self._report(future, False, error)
+        self._report(future, group, False, error)
         if not breaks_front(error):
             return
         message, template = str(error) or type(error).__name__, error_template(error)
@@ -272,7 +285,7 @@ class DelegateRunner:
 
     # -- settling ------------------------------------------------------------------------
 
-    def _done(self, future: Future[Any], inner: Future[Any]) -> None:
+    def _done(self, future: Future[Any], group: Hashable, inner: Future[Any]) -> None:
         """Done-callback of an inner future, on the delegate's thread: settle ours from it."""
         ok, value = False, None  # type: tuple[bool, Any]
         try:
@@ -284,13 +297,13 @@ class DelegateRunner:
                     ok, value = True, inner.result()
         except BaseException as exc:  # a future that is not quite a Future
             value = exc
-        self._report(future, ok, value)
+        self._report(future, group, ok, value)
 
-    def _report(self, future: Future[Any], ok: bool, value: Any) -> None:
+    def _report(self, future: Future[Any], group: Hashable, ok: bool, value: Any) -> None:
         """Free the task's slot and count its outcome, then settle its future with ``value``."""
         admission, me = self.admission, threading.current_thread()
         with admission.lock:
-            admission.finished_later_locked(COMPLETED if ok else FAILED)
+            admission.finished_later_locked(COMPLETED if ok else FAILED, group)
             on_dispatcher = me is self.thread
             if not on_dispatcher:
                 self.settlers[me] = self.settlers.get(me, 0) + 1

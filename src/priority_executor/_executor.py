@@ -23,7 +23,8 @@ from typing import Any, Callable, Optional
 
 from ._control import AdmissionControl
 from ._front import PriorityFront
-from ._policy import WhenFull, check_flag
+from ._policy import WhenFull, check_flag, check_limit, check_seconds
+from ._rates import RateLimit
 from ._threads import ThreadRunner
 from ._work_queue import WorkQueue
 
@@ -48,17 +49,27 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         initializer: called with ``initargs`` at the start of each worker thread. If it raises,
             the pool is broken: pending and later submissions get ``BrokenThreadPool``.
         initargs: arguments for ``initializer``.
-        clock: the clock of queue deadlines, seconds as a float; default ``time.monotonic``.
+        clock: the clock of queue deadlines and rate limits, seconds as a float; default
+            ``time.monotonic``.
         copy_context: run each task in a copy of its submitter's ``contextvars`` context,
             taken at ``submit``, as ``asyncio.to_thread`` does (tracing spans, request-scoped
             values); what a task sets then stays in its copy. Default False: the standard
             pool's semantics, where tasks run in their worker thread's own context, which
             starts empty and keeps what the initializer and earlier tasks set.
+        rate_limit: ``RateLimit(starts, per)``: at most ``starts`` task starts in any
+            ``per`` seconds of ``clock``, a sliding window. Default None: no limit.
+        key_limit: at most this many tasks of one key (see :meth:`options`) run at once.
+        key_rate_limit: a ``RateLimit`` for the starts of each key.
+        idle_timeout: a worker idle this many seconds exits; the next task that needs one
+            starts a new one. Default None: workers live until shutdown, as in the
+            standard pool.
+
+    The limits (``max_workers`` too) are properties that can be set while the pool runs.
 
     Raises:
-        ValueError: ``max_workers`` is not greater than 0.
-        TypeError: ``initializer`` or ``clock`` is not callable, or ``copy_context`` is not
-            a bool.
+        ValueError: ``max_workers`` is not greater than 0, or a limit is out of range.
+        TypeError: ``initializer`` or ``clock`` is not callable, ``copy_context`` is not
+            a bool, or a limit has a wrong type.
     """
 
     #: What a broken pool raises; a subclass may change it, as on Python 3.14.
@@ -78,6 +89,10 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
         copy_context: bool = False,
+        rate_limit: Optional[RateLimit] = None,
+        key_limit: Optional[int] = None,
+        key_rate_limit: Optional[RateLimit] = None,
+        idle_timeout: Optional[float] = None,
     ) -> None:
         # The base class's __init__ is deliberately not called: it builds a queue, a
         # semaphore and, on 3.14, worker contexts that this class does not use.
@@ -88,7 +103,9 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
         self._copy_context = check_flag("copy_context", copy_context)
-        self._max_workers = max_workers
+        idle = check_seconds("idle_timeout", idle_timeout)
+        if idle is not None:
+            idle = min(idle, threading.TIMEOUT_MAX)
         self._thread_name_prefix = (
             thread_name_prefix or f"PriorityThreadPoolExecutor-{self._counter()}"
         )
@@ -101,13 +118,39 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
             ageing=ageing,
             max_queued=max_queued,
             when_full=when_full,
+            rate_limit=rate_limit,
+            key_limit=key_limit,
+            key_rate_limit=key_rate_limit,
             make_runner=lambda admission: ThreadRunner(
-                admission, max_workers=max_workers, initializer=initializer, initargs=initargs
+                admission,
+                max_workers=max_workers,
+                initializer=initializer,
+                initargs=initargs,
+                idle_timeout=idle,
             ),
         )
         self._work_queue_reader = WorkQueue(self._admission)
 
+    @property
+    def max_workers(self) -> int:
+        """The most worker threads the pool runs; settable while it runs.
+
+        A higher value starts the threads that queued tasks need at once; a lower one
+        interrupts no task: surplus workers exit as they finish (idle ones at once).
+        """
+        return self._admission.runner.max_workers
+
+    @max_workers.setter
+    def max_workers(self, value: int) -> None:
+        size = check_limit("max_workers", value, optional=False)
+        assert size is not None
+        self._admission.resize(size)
+
     # The standard pool's attributes that tests and libraries read, with the same meaning.
+
+    @property
+    def _max_workers(self) -> int:  # type: ignore[override]  # read-only: set max_workers
+        return self._admission.runner.max_workers
 
     @property
     def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only

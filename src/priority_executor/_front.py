@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
@@ -20,6 +20,7 @@ from ._control import AdmissionControl
 from ._map import map_results
 from ._options import PoolView
 from ._policy import Number, Priority, check_task_options, check_timeout, describe
+from ._rates import RateLimit
 from ._runner import Gate
 from ._stats import ExecutorStatistics
 
@@ -32,9 +33,13 @@ class PriorityFront:
     _admission: AdmissionControl[Any]
     _copy_context = False  # run each task in a copy of its submitter's context
     # The standard pool's attributes that a view reads (see _options.ViewTarget).
-    _max_workers: int
     _thread_name_prefix: str
     _threads: AbstractSet[threading.Thread]
+
+    @property
+    def _max_workers(self) -> int:
+        """The standard pool's name for the most tasks running at once; views read it."""
+        raise NotImplementedError
 
     @property
     def _shutdown(self) -> bool:
@@ -105,16 +110,32 @@ class PriorityFront:
         return self._admission.submit(fn, args, kwargs, priority, timeout, gate)
 
     def options(
-        self, *, priority: Number = Priority.NORMAL, timeout: Optional[float] = None
+        self,
+        *,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        key: Hashable = None,
     ) -> PoolView:
         """A view of this pool whose ``submit`` and ``map`` forward every keyword to ``fn``.
 
         Tasks submitted through the view get this ``priority`` and queue ``timeout`` (as in
-        :meth:`submit`). Hand the view to code that forwards keyword arguments, such as a
-        library that takes an executor, or to ``loop.run_in_executor``. Its ``shutdown()``
-        closes the view, not the pool.
+        :meth:`submit`), and this ``key``: ``key_limit`` and ``key_rate_limit`` count the
+        tasks of each key (a host, a tenant) apart. Hand the view to code that forwards
+        keyword arguments, such as a library that takes an executor, or to
+        ``loop.run_in_executor``. Its ``shutdown()`` closes the view, not the pool.
+
+        Args:
+            key: any hashable value; None (the default) for no key.
+
+        Raises:
+            TypeError: ``key`` is not hashable, or ``priority`` or ``timeout`` has a wrong type.
         """
-        return PoolView(self, *check_task_options(priority, timeout, self._admission.ageing))
+        level, timeout = check_task_options(priority, timeout, self._admission.ageing)
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"key must be hashable, got {describe(key)}") from None
+        return PoolView(self, level, timeout, key)
 
     def map(
         self,
@@ -167,6 +188,43 @@ class PriorityFront:
             raise TypeError(f"future must be a concurrent.futures.Future, got {describe(future)}")
         level, _ = check_task_options(priority, None, self._admission.ageing)
         return self._admission.set_priority(future, level)
+
+    @property
+    def rate_limit(self) -> Optional[RateLimit]:
+        """At most ``starts`` task starts in any ``per`` seconds of the pool's clock; settable.
+
+        None for no limit. Set it to a :class:`RateLimit` (or a ``(starts, per)`` pair) or
+        None while the pool runs: the starts already counted in the window still count.
+        """
+        return self._admission.limits.rate_limit
+
+    @rate_limit.setter
+    def rate_limit(self, value: Optional[RateLimit]) -> None:
+        self._admission.set_rate_limit(value)
+
+    @property
+    def key_limit(self) -> Optional[int]:
+        """At most this many tasks of one key (see :meth:`options`) run at once; settable.
+
+        None for no limit. A lower limit interrupts no running task.
+        """
+        return self._admission.limits.key_limit
+
+    @key_limit.setter
+    def key_limit(self, value: Optional[int]) -> None:
+        self._admission.set_key_limit(value)
+
+    @property
+    def key_rate_limit(self) -> Optional[RateLimit]:
+        """At most ``starts`` starts of one key in any ``per`` seconds; settable, None for none.
+
+        ``RateLimit(1, per=2.0)`` is a cooldown of two seconds between starts of a key.
+        """
+        return self._admission.limits.key_rate_limit
+
+    @key_rate_limit.setter
+    def key_rate_limit(self, value: Optional[RateLimit]) -> None:
+        self._admission.set_key_rate_limit(value)
 
     def pause(self) -> None:
         """Start no queued task until :meth:`resume`. Does not block; idempotent.

@@ -1,4 +1,4 @@
-"""``pool.options(...)``: an executor view that fixes priority and timeout for its submissions.
+"""``pool.options(...)``: an executor view that fixes priority, timeout and key for its tasks.
 
 The standard ``submit(fn, /, *args, **kwargs)`` hands every keyword to ``fn``; ours keeps
 ``priority`` and ``timeout`` for itself. Code that forwards keywords it does not know about,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -80,15 +80,22 @@ class PoolView(ThreadPoolExecutor):
     ``priority`` and ``timeout`` keywords, which a view must pass on to ``fn``.
     """
 
-    def __init__(self, pool: ViewTarget, priority: Number, timeout: Optional[float]) -> None:
+    def __init__(
+        self, pool: ViewTarget, priority: Number, timeout: Optional[float], key: Hashable = None
+    ) -> None:
         # The base class's __init__ is deliberately not called: the view starts no thread.
         self._pool = pool
-        self._state = _ViewState(priority, timeout)
+        self._state = _ViewState(priority, timeout, key)
 
     @property
     def priority(self) -> Number:
         """The priority of every task submitted through this view."""
         return self._state.priority
+
+    @property
+    def key(self) -> Hashable:
+        """The key of every task submitted through this view (None: no key)."""
+        return self._state.key
 
     @property
     def timeout(self) -> Optional[float]:
@@ -182,7 +189,7 @@ class PoolView(ThreadPoolExecutor):
         state = self._state
         return (
             f"<PoolView priority={state.priority!r} timeout={state.timeout!r}"
-            f" closed={state.closed} of {self._pool!r}>"
+            f" key={state.key!r} closed={state.closed} of {self._pool!r}>"
         )
 
 
@@ -194,9 +201,10 @@ class _ViewState:
     queued through the view.
     """
 
-    def __init__(self, priority: Number, timeout: Optional[float]) -> None:
+    def __init__(self, priority: Number, timeout: Optional[float], key: Hashable) -> None:
         self.priority = priority
         self.timeout = timeout
+        self.key = key
         self.lock = threading.Lock()
         self.settled = threading.Condition(self.lock)  # no submit through the view under way
         self.closed = False

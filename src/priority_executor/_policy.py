@@ -76,24 +76,32 @@ def check_timeout(timeout: object) -> Optional[float]:
 
 def check_ageing(ageing: object) -> Optional[float]:
     """Return ``ageing`` (seconds of waiting per priority step) as a float, or None."""
-    if ageing is None:
-        return None
-    if isinstance(ageing, bool) or not isinstance(ageing, numbers.Real):
-        raise TypeError(f"ageing must be a positive number or None, got {describe(ageing)}")
-    value = float(ageing)
-    if not 0.0 < value < math.inf:
-        raise ValueError(f"ageing must be a positive number or None, got {describe(ageing)}")
-    return value
+    return check_seconds("ageing", ageing)
 
 
-def check_limit(name: str, value: object) -> Optional[int]:
-    """Return a limit (``max_queued``, ``max_running``) as an int, or None for no limit."""
+def check_seconds(name: str, value: object) -> Optional[float]:
+    """Return a positive finite number of seconds (``ageing``, ``idle_timeout``), or None."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive integer or None, got {describe(value)}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer or None, got {describe(value)}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number or None, got {describe(value)}")
+    seconds = float(value)
+    if not 0.0 < seconds < math.inf:
+        raise ValueError(f"{name} must be a positive number or None, got {describe(value)}")
+    return seconds
+
+
+def check_limit(name: str, value: object, optional: bool = True) -> Optional[int]:
+    """Return a limit (``max_queued``, ``key_limit``) as an int, or None for no limit.
+
+    With ``optional=False`` (``max_workers`` set on a running pool) None is refused too.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        error = ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError
+        what = "a positive integer or None" if optional else "a positive integer"
+        raise error(f"{name} must be {what}, got {describe(value)}")
     return int(value)
 
 

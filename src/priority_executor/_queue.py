@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any, Callable, Optional
@@ -63,6 +63,7 @@ class Entry:
         "deadline",
         "fn",
         "future",
+        "group",
         "key",
         "kwargs",
         "priority",
@@ -78,6 +79,7 @@ class Entry:
         kwargs: Mapping[str, Any],
         priority: Number,
         deadline: Optional[float],
+        group: Hashable = None,
     ) -> None:
         self.future = future
         self.fn = fn
@@ -85,6 +87,7 @@ class Entry:
         self.kwargs = kwargs
         self.priority = priority
         self.deadline = deadline
+        self.group = group  # the key of the view it came through (None: no key)
         self.key: Number = 0
         self.queued = False  # True from push until it leaves the queue; then a tombstone
         self.queued_at = 0.0  # the clock at submit, read only for a deadline or ageing
@@ -103,7 +106,13 @@ class Entry:
 def _successor(entry: Entry) -> Entry:
     """A new entry for ``entry``'s task, so that no entry is ever stored twice."""
     successor = Entry(
-        entry.future, entry.fn, entry.args, entry.kwargs, entry.priority, entry.deadline
+        entry.future,
+        entry.fn,
+        entry.args,
+        entry.kwargs,
+        entry.priority,
+        entry.deadline,
+        entry.group,
     )
     successor.queued_at = entry.queued_at
     entry.detach()
@@ -120,6 +129,7 @@ class QueueBase:
         self.deadline_count = 0
         self._counter = itertools.count()
         self.next_seq = 0
+        self.held = 0  # live entries that a key's limits hold back (only KeyedQueue has any)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -142,6 +152,18 @@ class QueueBase:
     def worst(self) -> Optional[Entry]:
         """The live entry that would run last, or None if nothing is queued."""
         raise NotImplementedError
+
+    def close(self, group: Hashable) -> None:
+        """Hold back the tasks of key ``group``: only a ``KeyedQueue`` can (see ``_keyed.py``)."""
+        raise NotImplementedError("only a KeyedQueue holds the tasks of a key back")
+
+    def open(self, group: Hashable) -> bool:
+        """Let the tasks of key ``group`` start again; False: none was held back."""
+        return False
+
+    def pop_any(self) -> Optional[Entry]:
+        """:meth:`pop`, whatever a key's limits hold back (``_work_queue`` takes any task)."""
+        return self.pop()
 
     def _live_in_order(self) -> list[Entry]:
         raise NotImplementedError
@@ -218,6 +240,11 @@ class QueueBase:
         successor = _successor(entry)
         self.push(successor, entry.key)
         return successor
+
+    def move_to(self, queue: QueueBase) -> None:
+        """Queue every live entry in ``queue`` instead, in order, to change the ordering; O(n)."""
+        for entry in self._live_in_order():
+            queue.push(entry, entry.key)
 
     def find(self, future: Future[Any]) -> Optional[Entry]:
         """The queued entry of ``future``, or None if it is not queued here."""

@@ -10,16 +10,17 @@ Declared here, below both, so that neither imports the other's implementation.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sized
+from collections.abc import Hashable, Sized
 from typing import Any, Optional, Protocol
 
 from ._queue import Entry
 
 
 class Gate(Protocol):
-    """A view's open/closed state, read under the pool's lock by the submits made through it."""
+    """A view's open/closed state and key, read under the pool's lock by its submits."""
 
     closed: bool
+    key: Hashable  # the key of every task submitted through the view (None: no key)
 
 
 class Runner(Protocol):
@@ -55,6 +56,12 @@ class Runner(Protocol):
 
     def sizes_locked(self) -> tuple[int, int]:
         """(workers, idle workers), for the statistics."""
+
+    def capacity_locked(self) -> dict[str, int]:
+        """The runner's limit by its public name (``max_workers``, ``max_running``)."""
+
+    def resize_locked(self, size: int) -> None:
+        """Change that limit: surplus threads or slots go as their tasks finish."""
 
     def check_locked(self) -> None:
         """Assert the runner's invariants."""

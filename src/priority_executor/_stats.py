@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Optional
+
+from ._rates import RateLimit
 
 
 class QueueFullError(RuntimeError):
@@ -25,6 +28,13 @@ class ExecutorStatistics:
     True)`` or by eviction), ``expired`` (its queue deadline passed) and ``taken`` (taken
     out of the pool through ``_work_queue.get()``: the pool will never run it, whoever holds
     it may).
+
+    Why tasks wait: ``held_by_key`` queued tasks could start but for ``key_limit`` or
+    ``key_rate_limit``; ``rate_limited`` is True while the pool's ``rate_limit`` holds back
+    a start that nothing else holds back. The limits in force: ``max_workers`` (a thread
+    pool's; None on a ``PriorityExecutor``) or ``max_running`` (a ``PriorityExecutor``'s;
+    None on a thread pool), ``rate_limit``, ``key_limit`` and ``key_rate_limit`` (None where
+    unset).
     """
 
     queued: int
@@ -40,3 +50,10 @@ class ExecutorStatistics:
     expired: int
     rejected: int
     taken: int = 0
+    held_by_key: int = 0
+    rate_limited: bool = False
+    max_workers: Optional[int] = None
+    max_running: Optional[int] = None
+    rate_limit: Optional[RateLimit] = None
+    key_limit: Optional[int] = None
+    key_rate_limit: Optional[RateLimit] = None

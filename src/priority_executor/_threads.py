@@ -24,6 +24,7 @@ method is called with it held.
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from typing import Any, Callable, Optional
 
 from ._admission import Admission
@@ -46,9 +47,13 @@ class ThreadRunner:
         max_workers: int,
         initializer: Optional[Callable[..., object]],
         initargs: tuple[Any, ...],
+        idle_timeout: Optional[float] = None,
     ) -> None:
         self.admission = admission
         self.max_workers = max_workers
+        self.peak = max_workers  # the most workers allowed since the last lowering
+        self.shrinking = False  # max_workers was lowered below the workers: some must exit
+        self.idle_timeout = idle_timeout  # seconds an idle worker waits before it exits
         self.initializer = initializer
         self.initargs = initargs
         self.idle: list[threading.Lock] = []  # park locks of idle workers, latest last
@@ -59,6 +64,7 @@ class ThreadRunner:
         self.newest: Optional[threading.Thread] = None  # the last one counted in
         self.unstarted: list[threading.Thread] = []  # counted in, not yet handed to start()
         self.started = threading.Condition(admission.lock)  # a thread left ``starting``
+        self.retired: list[threading.Thread] = []  # left ``threads``, maybe not yet exited
 
     # -- what admission calls --------------------------------------------------------------
 
@@ -104,12 +110,26 @@ class ThreadRunner:
     def sizes_locked(self) -> tuple[int, int]:
         return sum(thread.is_alive() for thread in self.threads), len(self.idle)
 
+    def capacity_locked(self) -> dict[str, int]:
+        return {"max_workers": self.max_workers}
+
+    def resize_locked(self, size: int) -> None:
+        """Set ``max_workers``; idle surplus workers are woken to exit, busy ones exit after."""
+        self.peak = max(size, min(self.peak, self._workers_locked()))
+        self.max_workers = size
+        self.shrinking = self._surplus_locked()
+        surplus = self._workers_locked() - size
+        while surplus > 0 and self.idle:
+            self.wakes += 1
+            self.idle.pop().release()
+            surplus -= 1
+
     def check_locked(self) -> None:
         workers = self._workers_locked()
         assert self.wakes >= 0, "more wake-ups consumed than given"
         assert 0 <= self.arriving <= workers, "arriving count is off"
         assert len(self.idle) <= workers, "more idle workers than threads"
-        assert workers <= self.max_workers, "more threads than max_workers"
+        assert workers <= max(self.max_workers, self.peak), "more threads than max_workers"
         assert not self.threads & self.starting, "a thread both started and starting"
         assert set(self.unstarted) <= self.starting, "an unstarted thread is not counted in"
         if self.idle and self.admission.waiting_locked():
@@ -122,6 +142,10 @@ class ThreadRunner:
             threads = list(self.threads)
         for thread in threads:
             thread.join()
+        with self.admission.lock:
+            retired, self.retired = self.retired, []
+        for thread in retired:
+            thread.join()
 
     def after_fork_in_child(self, lock: threading.Lock) -> bool:
         used = bool(self.threads or self.starting)
@@ -131,6 +155,7 @@ class ThreadRunner:
         self.wakes = self.arriving = 0
         self.newest = None
         self.unstarted.clear()
+        self.retired.clear()
         self.started = threading.Condition(lock)
         return used
 
@@ -191,6 +216,29 @@ class ThreadRunner:
             return True
         return thread in self.threads
 
+    def _surplus_locked(self) -> bool:
+        """More workers than ``max_workers`` (lowered): one that asks exits."""
+        return self._workers_locked() > self.max_workers
+
+    def _retire_locked(self) -> None:
+        """The calling worker exits: it leaves ``threads``, and passes its wake-up on."""
+        me = threading.current_thread()
+        self.threads.discard(me)
+        # Join what retired before, so that the list holds only threads still exiting.
+        self.retired = [thread for thread in self.retired if thread.is_alive()]
+        self.retired.append(me)
+        self.shrinking = self._surplus_locked()
+        self._wake_one_locked(self.admission.waiting_locked())
+
+    def _timed_out_locked(self, park: threading.Lock) -> bool:
+        """An idle worker's wait ran out: True if it retires, False if it was woken after all."""
+        if park in self.idle:
+            self.idle.remove(park)
+            self._retire_locked()
+            return True
+        park.acquire()  # released by whoever popped it from ``idle``: does not block
+        return False
+
     def _arrive_locked(self) -> bool:
         """A new worker reaches its loop: register it; False if a failed start wrote it off."""
         if not self._register_locked(threading.current_thread()):
@@ -218,6 +266,8 @@ class ThreadRunner:
         woken = False  # took a wake-up (``wakes``) that it has not yet consumed
         yielded = False  # found the queue empty and yielded once since its last task
         outcome: Optional[Outcome] = None  # of the task it took last, not yet reported
+        group: Hashable = None  # and its key
+        idle_timeout = self.idle_timeout
         while True:
             if not lock.acquire(False):
                 acquire_politely(lock)
@@ -226,8 +276,11 @@ class ThreadRunner:
                     self.wakes -= 1
                     woken = False
                 if outcome is not None:
-                    finish(outcome)
-                    outcome = None
+                    finish(outcome, group)
+                    outcome = group = None
+                if self.shrinking and self._surplus_locked():
+                    self._retire_locked()
+                    return
                 entry = take(expired)
                 if idle:
                     self._wake_one_locked(waiting())  # pass the wake-up on
@@ -253,7 +306,7 @@ class ThreadRunner:
                 if clock_errors:  # the clock raised as it took this task
                     admission.settler.owed()
                 yielded = False
-                fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+                fn, args, kwargs, group = entry.fn, entry.args, entry.kwargs, entry.group
                 # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
                 outcome = run(entry.detach(), fn, args, kwargs)
                 del fn, args, kwargs
@@ -261,7 +314,13 @@ class ThreadRunner:
             elif done:
                 return
             elif yielded:
-                park.acquire()  # until a submit or another worker hands it a wake-up
+                # Until a submit or another worker hands it a wake-up, or idle_timeout passes.
+                if idle_timeout is None:
+                    park.acquire()
+                elif not park.acquire(timeout=idle_timeout):
+                    with lock:
+                        if self._timed_out_locked(park):
+                            return
                 woken, yielded = True, False
             else:
                 yield_gil()

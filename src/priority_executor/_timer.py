@@ -28,7 +28,6 @@ class DeadlineSource(Protocol):
 
     lock: threading.Lock
     name: str  # the pool's thread name prefix
-    stopping: bool  # once True, no deadline is added: the timer exits when none is left
 
     def read_clock(self) -> Union[float, Exception]:
         """The pool's clock, or the exception it raised."""
@@ -37,10 +36,14 @@ class DeadlineSource(Protocol):
         """Take out of the queue every task due at ``now``, counted as expired."""
 
     def next_deadline_locked(self) -> Optional[float]:
-        """The earliest deadline still queued, if any."""
+        """The earliest deadline still queued (or rate slot to wake for), if any."""
+
+    def timer_done_locked(self) -> bool:
+        """True once no deadline or slot can be added: the timer exits when none is left."""
 
     def settle_expired(self, due: list[Any]) -> None:
-        """Settle what ``pop_due_locked`` returned, running no callback here; without the lock."""
+        """Finish a turn: settle what ``pop_due_locked`` returned, running no callback here;
+        without the lock."""
 
 
 def log_clock_failure(exc: Exception) -> None:
@@ -94,9 +97,8 @@ class DeadlineTimer:
                 deadline = source.next_deadline_locked()
                 self.target = deadline
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
-                done = deadline is None and source.stopping
-            if due:
-                source.settle_expired(due)  # runs no callback on this thread
+                done = deadline is None and source.timer_done_locked()
+            source.settle_expired(due)  # runs no callback on this thread
             del due
             if isinstance(now, Exception):
                 log_clock_failure(now)

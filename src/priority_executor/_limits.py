@@ -1,0 +1,245 @@
+"""Rate and key limits: which queued tasks may start now, decided where a task leaves the queue.
+
+:class:`Limits` holds a pool's ``rate_limit`` (one :class:`~._rates.Window` of starts for the
+whole pool), ``key_limit`` (at most that many tasks of one key running at once) and
+``key_rate_limit`` (a window per key), and the state of each key. ``Admission.take_locked``, the
+one place a task leaves the queue to start, asks it first (:meth:`Limits.release_locked`,
+``rate_until``) and tells it after (:meth:`Limits.started_locked`); a runner's report of a
+finished task reaches it through ``Admission.finished_locked`` (:meth:`Limits.finished_locked`).
+A key at one of its limits is *closed* in the queue (``_keyed.KeyedQueue.close``), which keeps
+its tasks in place; it is opened again the moment it has room. So choosing the next task never
+looks at a held-back task.
+
+Time. Starts are counted on the pool's clock, read once per take while a rate limit is set.
+A window that is full says when its next slot opens (``rate_until`` for the pool, ``until``
+for a key, listed in ``wakes``); the pool's timer sleeps until the earliest of those and its
+deadlines, then calls :meth:`release_locked`, which opens what the clock has reached. A
+clock that raises holds every start back (``rate_until`` = -inf) until the timer reads it
+again: a start the pool cannot place in time could break the limit.
+
+Per-key state (:class:`KeyState`) lives while the key has a task running or a start inside its
+rate window; the queue's lane of a key lives while it has tasks queued. Neither outlives its
+use, so memory does not grow with the number of keys ever seen. A key that falls idle with
+starts inside its window is listed in ``quiet`` and dropped once the clock passes them.
+
+Plain data, no lock, no thread: the pool's lock guards every call, and nothing here runs
+user code.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Hashable, Iterator
+from typing import Optional, Protocol
+
+from ._policy import is_due
+from ._rates import RateLimit, Window
+
+
+class Gates(Protocol):
+    """What the limits open and close: the queue's keys (``_keyed.KeyedQueue``)."""
+
+    def close(self, group: Hashable) -> None: ...
+
+    def open(self, group: Hashable) -> bool: ...
+
+
+class KeyState:
+    """What one key's limits need to know: its running tasks and its recent starts."""
+
+    __slots__ = ("running", "until", "window")
+
+    def __init__(self, window: Optional[Window]) -> None:
+        self.running = 0  # taken to start and not yet reported finished
+        self.window = window  # its starts, under key_rate_limit
+        self.until: Optional[float] = None  # its window is full until then (listed in wakes)
+
+
+class Limits:
+    """The rate and key limits of one pool; see the module docstring."""
+
+    def __init__(
+        self,
+        rate_limit: Optional[RateLimit],
+        key_limit: Optional[int],
+        key_rate_limit: Optional[RateLimit],
+    ) -> None:
+        self.rate_limit: Optional[RateLimit] = None
+        self.key_limit = key_limit
+        self.key_rate_limit = key_rate_limit
+        self.window: Optional[Window] = None  # the pool's starts, under rate_limit
+        self.rate_until: Optional[float] = None  # the pool's window is full until then
+        self.keys: dict[Hashable, KeyState] = {}
+        self.wakes: list[tuple[float, int, Hashable]] = []  # (until, seq, key), stale ones too
+        self.quiet: list[tuple[float, int, Hashable]] = []  # idle keys, by end of window
+        self._seq = itertools.count().__next__
+        self.set_rate_limit_locked(rate_limit, -math.inf)
+        self._flags()
+
+    def _flags(self) -> None:
+        #: A rate limit is set: each take reads the clock.
+        self.timed = self.rate_limit is not None or self.key_rate_limit is not None
+        #: A key limit is set: the queue keeps a lane per key (``_keyed.KeyedQueue``).
+        self.keyed = self.key_limit is not None or self.key_rate_limit is not None
+        #: Any limit is set: a take goes through the limits.
+        self.on = self.timed or self.keyed
+
+    # -- deciding --------------------------------------------------------------------------
+
+    def saturated(self, state: KeyState) -> bool:
+        """The key of ``state`` may start no task now: the one test of a key's limits."""
+        return state.until is not None or (
+            self.key_limit is not None and state.running >= self.key_limit
+        )
+
+    def saturated_keys(self) -> Iterator[Hashable]:
+        return (group for group, state in self.keys.items() if self.saturated(state))
+
+    def next_wake(self) -> Optional[float]:
+        """When the clock next opens something: the pool's next slot, or a key's; or None."""
+        wakes = self.wakes
+        while wakes and self._stale(wakes[0]):
+            heapq.heappop(wakes)
+        times = [t for t in (self.rate_until, wakes[0][0] if wakes else None) if t is not None]
+        return min(times) if times else None
+
+    def _stale(self, wake: tuple[float, int, Hashable]) -> bool:
+        state = self.keys.get(wake[2])
+        return state is None or state.until != wake[0]
+
+    # -- what the take and the timer report --------------------------------------------------
+
+    def release_locked(self, now: float, gates: Gates) -> bool:
+        """Open what the clock has reached at ``now``; True if a start may now be allowed."""
+        opened = False
+        if self.rate_until is not None and is_due(self.rate_until, now):
+            self.rate_until = None
+            opened = True
+        wakes = self.wakes
+        while wakes and is_due(wakes[0][0], now):
+            wake = heapq.heappop(wakes)
+            if self._stale(wake):
+                continue
+            state = self.keys[wake[2]]
+            state.until = None
+            if not self.saturated(state):
+                opened = gates.open(wake[2]) or opened
+        quiet = self.quiet
+        while quiet and is_due(quiet[0][0], now):
+            group = heapq.heappop(quiet)[2]
+            idle = self.keys.get(group)
+            if idle is not None and self._idle(idle, now):
+                del self.keys[group]
+        return opened
+
+    def hold_locked(self) -> None:
+        """Hold every start back until the timer can read the clock (which just raised)."""
+        self.rate_until = -math.inf
+
+    def started_locked(self, group: Hashable, now: float, gates: Gates) -> bool:
+        """A task of key ``group`` started at ``now``; True if a window filled (wake the timer)."""
+        filled = False
+        if self.window is not None:
+            slot = self.window.record(now)
+            if slot is not None and not is_due(slot, now):
+                self.rate_until = slot
+                filled = True
+        if group is None:
+            return filled
+        state = self.keys.get(group)
+        if state is None:
+            state = self.keys[group] = self._new_state()
+        state.running += 1
+        if state.window is not None:
+            filled = self._fill_locked(group, state, state.window.record(now), now) or filled
+        if self.saturated(state):
+            gates.close(group)
+        return filled
+
+    def _fill_locked(
+        self, group: Hashable, state: KeyState, slot: Optional[float], now: float
+    ) -> bool:
+        """Set the key's ``until`` to ``slot`` if its window is full at ``now``; True if so."""
+        state.until = slot if slot is not None and not is_due(slot, now) else None
+        if state.until is None:
+            return False
+        heapq.heappush(self.wakes, (state.until, self._seq(), group))
+        return True
+
+    def finished_locked(self, group: Hashable, gates: Gates) -> bool:
+        """A task of key ``group`` finished; True if that opened the key."""
+        state = self.keys[group]
+        was = self.saturated(state)
+        state.running -= 1
+        opened = was and not self.saturated(state) and gates.open(group)
+        if not state.running:
+            if state.window is None or not state.window.times:
+                del self.keys[group]
+            else:
+                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), group))
+        return opened
+
+    def _idle(self, state: KeyState, now: float) -> bool:
+        window = state.window
+        return not state.running and (window is None or is_due(window.quiet_from(), now))
+
+    def _new_state(self) -> KeyState:
+        limit = self.key_rate_limit
+        return KeyState(None if limit is None else Window(limit))
+
+    # -- changed while the pool runs ---------------------------------------------------------
+
+    def set_rate_limit_locked(self, limit: Optional[RateLimit], now: float) -> None:
+        """Set the pool's rate limit; the starts counted so far still count under a new one."""
+        self.rate_limit = limit
+        if limit is None:
+            self.window = None
+        elif self.window is None:
+            self.window = Window(limit)
+        else:
+            self.window = self.window.resized(limit)
+        slot = None if self.window is None else self.window.next_slot()
+        self.rate_until = slot if slot is not None and not is_due(slot, now) else None
+        self._flags()
+
+    def set_key_limit_locked(self, limit: Optional[int]) -> None:
+        """Set ``key_limit``; the caller then regates the queue's keys."""
+        self.key_limit = limit
+        self._flags()
+
+    def set_key_rate_limit_locked(self, limit: Optional[RateLimit], now: float) -> None:
+        """Set ``key_rate_limit``, keeping each key's starts; the caller then regates."""
+        self.key_rate_limit = limit
+        for group, state in list(self.keys.items()):
+            if limit is None:
+                state.window = None
+            elif state.window is None:
+                state.window = Window(limit)
+            else:
+                state.window = state.window.resized(limit)
+            slot = None if state.window is None else state.window.next_slot()
+            self._fill_locked(group, state, slot, now)
+            if self._idle(state, now):
+                del self.keys[group]
+        self._flags()
+
+    def regate_locked(self, gates: Gates) -> None:
+        """Close the keys now at a limit and open the others; O(keys with a task running)."""
+        for group, state in self.keys.items():
+            if self.saturated(state):
+                gates.close(group)
+            else:
+                gates.open(group)
+
+    def check(self, closed: set[Hashable]) -> None:
+        """Assert the limits' invariants against the queue's ``closed`` keys."""
+        assert set(self.saturated_keys()) == closed, "a key is closed iff it is at a limit"
+        for group, state in self.keys.items():
+            assert state.running >= 0, f"key {group!r} finished more tasks than it started"
+            assert (state.window is None) == (self.key_rate_limit is None), "key window"
+            if state.until is not None:
+                assert (state.until, group) in {(w[0], w[2]) for w in self.wakes}, "no wake"
+        if self.window is not None:
+            assert len(self.window.times) <= self.window.limit.starts, "window overfull"

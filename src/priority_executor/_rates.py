@@ -1,0 +1,84 @@
+"""Start rates: :class:`RateLimit`, its argument check, and the sliding window that enforces it.
+
+A rate limit of ``starts`` per ``per`` seconds lets a task start at time ``t`` only if fewer
+than ``starts`` tasks started in the half-open window ``(t - per, t]`` of the pool's clock. A
+:class:`Window` keeps the times of the last ``starts`` starts, oldest first: a start is allowed
+at ``t`` iff fewer than ``starts`` are kept or the oldest kept one is at least ``per`` before
+``t``; then the next slot opens at ``oldest + per``. That is a true sliding window: no bucket
+edge lets two bursts through back to back. Plain data, no lock: the pool's lock guards it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import deque
+from typing import NamedTuple, Optional
+
+from ._policy import describe
+
+
+class RateLimit(NamedTuple):
+    """At most ``starts`` task starts in any ``per`` seconds (a sliding window)."""
+
+    starts: int
+    per: float
+
+
+def check_rate_limit(name: str, value: object) -> Optional[RateLimit]:
+    """Return ``value`` as a :class:`RateLimit`, or None for no limit.
+
+    Raises:
+        TypeError: ``value`` is not a pair, or ``starts`` is not an int or ``per`` not a
+            real number.
+        ValueError: ``starts`` is below 1, or ``per`` is not a positive finite number.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{name} must be a RateLimit(starts, per) or None, got {describe(value)}")
+    starts, per = value
+    if isinstance(starts, bool) or not isinstance(starts, int):
+        raise TypeError(f"{name} starts must be a positive integer, got {describe(starts)}")
+    if starts < 1:
+        raise ValueError(f"{name} starts must be a positive integer, got {describe(starts)}")
+    if isinstance(per, bool) or not isinstance(per, numbers.Real):
+        raise TypeError(f"{name} per must be a positive number of seconds, got {describe(per)}")
+    seconds = float(per)
+    if not 0.0 < seconds < math.inf:
+        raise ValueError(f"{name} per must be a positive number of seconds, got {describe(per)}")
+    return RateLimit(int(starts), seconds)
+
+
+class Window:
+    """The last starts under one :class:`RateLimit`; see the module docstring."""
+
+    __slots__ = ("limit", "times")
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
+        self.times: deque[float] = deque()
+
+    def next_slot(self) -> Optional[float]:
+        """When the next start is allowed: None if one is allowed at any time from now."""
+        if len(self.times) < self.limit.starts:
+            return None
+        return self.times[0] + self.limit.per
+
+    def record(self, now: float) -> Optional[float]:
+        """Count a start at ``now``; return :meth:`next_slot` after it."""
+        times = self.times
+        times.append(now)
+        if len(times) > self.limit.starts:
+            times.popleft()
+        return self.next_slot()
+
+    def quiet_from(self) -> float:
+        """When no start counted here is inside the window any more (-inf if none is)."""
+        return self.times[-1] + self.limit.per if self.times else -math.inf
+
+    def resized(self, limit: RateLimit) -> Window:
+        """This window under a new limit, keeping the starts it still counts."""
+        window = Window(limit)
+        window.times.extend(list(self.times)[-limit.starts :])
+        return window
