@@ -27,6 +27,8 @@ from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PoolView, PriorityExecutor, PriorityThreadPoolExecutor
 from priority_executor._control import AdmissionControl
 from priority_executor._dispatch import DelegateRunner
+from priority_executor._keyed import KeyedQueue
+from priority_executor._limits import Limits
 from priority_executor._queue import QueueBase
 from priority_executor._threads import ThreadRunner
 from priority_executor._timer import DeadlineTimer
@@ -216,6 +218,27 @@ class Internals:
         with self._core.lock:
             runner = self._threads
             return runner.wakes, runner.arriving, len(runner.starting)
+
+    @property
+    def limits(self) -> Limits:
+        """The rate and key limits (``keys``: the state of each key), guarded by the lock."""
+        return self._core.limits
+
+    def key_states(self) -> int:
+        """How many keys the limits keep state for (a task running, or starts in a window)."""
+        with self._core.lock:
+            return len(self._core.limits.keys)
+
+    def lanes(self) -> int:
+        """How many keys have a lane in the queue (tasks queued); 0 for a queue without lanes."""
+        with self._core.lock:
+            queue = self._core.queue
+            return len(queue.lanes) if isinstance(queue, KeyedQueue) else 0
+
+    def held(self) -> int:
+        """How many queued tasks their key's limits hold back."""
+        with self._core.lock:
+            return self._core.queue.held
 
     def timer_sleeps_until(self, target: Optional[float]) -> bool:
         """True if the timer has handled every wake-up and sleeps until ``target``."""

@@ -220,8 +220,10 @@ class Admission(Generic[RunnerT]):
             evict, expired = self.room.make_room_locked(self, entry, key, gate)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-        elif self.limits.timed and self.timer.thread is None:
-            self.timer.signal_locked(self.timer.target)  # it wakes takers at rate slots
+        elif self.limits.timed:  # the timer wakes takers at rate slots
+            if self.timer.thread is None:
+                self.timer.signal_locked(self.timer.target)  # may raise: nothing changed yet
+            self._wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, key, expired, evict)
 
     def _accept_locked(
@@ -371,6 +373,7 @@ class Admission(Generic[RunnerT]):
         else:
             pop, limited = queue.pop, limits.on
         now = 0.0  # read only under a rate limit
+        opened = False  # the clock opened a key or a slot: other takers may start now
         if limited and limits.timed:
             reading = self.read_clock()
             if isinstance(reading, Exception):
@@ -379,7 +382,7 @@ class Admission(Generic[RunnerT]):
                 self._wake_timer_locked()
                 return None
             now = reading
-            limits.release_locked(now, queue)
+            opened = limits.release_locked(now, queue)
             if limits.rate_until is not None:  # the pool's window is full
                 self._wake_timer_locked()
                 return None
@@ -403,6 +406,8 @@ class Admission(Generic[RunnerT]):
             counted = not as_work_queue and (limited or entry.group is not None)
             if counted and limits.started_locked(entry.group, now, queue):
                 self._wake_timer_locked()
+        if opened:  # the runner starts the threads it counts in, after unlocking
+            self.runner.resumed_locked(self.waiting_locked())
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry
@@ -553,9 +558,9 @@ class Admission(Generic[RunnerT]):
         return due
 
     def next_deadline_locked(self) -> Optional[float]:
-        """When the timer must wake next: the earliest deadline or rate slot, if any."""
+        """When the timer must wake next: the earliest deadline, or rate slot while tasks wait."""
         deadline = self.queue.next_deadline()
-        if not self.limits.timed:
+        if not self.limits.timed or not self.queue:
             return deadline
         wake = self.limits.next_wake()
         if deadline is None or (wake is not None and wake < deadline):
@@ -595,8 +600,11 @@ class Admission(Generic[RunnerT]):
         if limits.keyed != isinstance(queue, KeyedQueue):
             if isinstance(queue, KeyedQueue):
                 limits.regate_locked(queue)  # open every key: nothing holds back any more
-            self.queue = self._new_queue()
-            queue.move_to(self.queue)
+            # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
+            # without the lock, and must find every queued task in whichever it reads.
+            reordered = self._new_queue()
+            queue.move_to(reordered)
+            self.queue = reordered
         elif isinstance(queue, KeyedQueue):
             limits.regate_locked(queue)
         self.simple = self.room.max_queued is None and not limits.on

@@ -174,7 +174,7 @@ class AdmissionControl(Admission[RunnerT]):
             if paused:
                 self.jumped = 0.0  # nothing starts: yielding would not hasten anything
             else:
-                self.runner.resumed_locked(len(self.queue))
+                self.runner.resumed_locked(self.waiting_locked())
         self.runner.start_pending(None)
 
     def is_own_thread(self) -> bool:

@@ -46,6 +46,12 @@ class Gates(Protocol):
     def open(self, group: Hashable) -> bool: ...
 
 
+class KeyGates(Gates, Protocol):
+    """Gates that say which keys they hold closed."""
+
+    closed: set[Hashable]
+
+
 class KeyState:
     """What one key's limits need to know: its running tasks and its recent starts."""
 
@@ -222,16 +228,21 @@ class Limits:
             slot = None if state.window is None else state.window.next_slot()
             self._fill_locked(group, state, slot, now)
             if self._idle(state, now):
-                del self.keys[group]
+                del self.keys[group]  # regate_locked opens it if it was closed
+            elif not state.running and state.window is not None:
+                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), group))
         self._flags()
 
-    def regate_locked(self, gates: Gates) -> None:
-        """Close the keys now at a limit and open the others; O(keys with a task running)."""
-        for group, state in self.keys.items():
-            if self.saturated(state):
-                gates.close(group)
-            else:
-                gates.open(group)
+    def regate_locked(self, gates: KeyGates) -> None:
+        """Close the keys now at a limit and open the others; O(keys with state)."""
+        for group in [group for group in gates.closed if not self._holds(group)]:
+            gates.open(group)
+        for group in self.saturated_keys():
+            gates.close(group)
+
+    def _holds(self, group: Hashable) -> bool:
+        state = self.keys.get(group)
+        return state is not None and self.saturated(state)
 
     def check(self, closed: set[Hashable]) -> None:
         """Assert the limits' invariants against the queue's ``closed`` keys."""

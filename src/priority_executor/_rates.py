@@ -2,10 +2,13 @@
 
 A rate limit of ``starts`` per ``per`` seconds lets a task start at time ``t`` only if fewer
 than ``starts`` tasks started in the half-open window ``(t - per, t]`` of the pool's clock. A
-:class:`Window` keeps the times of the last ``starts`` starts, oldest first: a start is allowed
-at ``t`` iff fewer than ``starts`` are kept or the oldest kept one is at least ``per`` before
-``t``; then the next slot opens at ``oldest + per``. That is a true sliding window: no bucket
-edge lets two bursts through back to back. Plain data, no lock: the pool's lock guards it.
+:class:`Window` keeps the times of the starts inside the window, oldest first (at most
+``starts`` of them, but after a limit is lowered): a start is allowed at ``t`` iff fewer than
+``starts`` are kept or the ``starts``-th latest is at least ``per`` before ``t``, so the next
+slot opens at that start plus ``per``. That is a true sliding window: no bucket edge lets two
+bursts through back to back. A new limit keeps the starts kept under the old one: all of them
+if only ``starts`` changes, the latest ``per`` seconds of them if ``per`` grows. Plain data, no
+lock: the pool's lock guards it.
 """
 
 from __future__ import annotations
@@ -61,15 +64,16 @@ class Window:
 
     def next_slot(self) -> Optional[float]:
         """When the next start is allowed: None if one is allowed at any time from now."""
-        if len(self.times) < self.limit.starts:
+        starts = self.limit.starts
+        if len(self.times) < starts:
             return None
-        return self.times[0] + self.limit.per
+        return self.times[-starts] + self.limit.per
 
     def record(self, now: float) -> Optional[float]:
-        """Count a start at ``now``; return :meth:`next_slot` after it."""
-        times = self.times
+        """Count a start at ``now``, forget those out of the window; return :meth:`next_slot`."""
+        times, per = self.times, self.limit.per
         times.append(now)
-        if len(times) > self.limit.starts:
+        while times[0] + per <= now:
             times.popleft()
         return self.next_slot()
 
@@ -78,7 +82,7 @@ class Window:
         return self.times[-1] + self.limit.per if self.times else -math.inf
 
     def resized(self, limit: RateLimit) -> Window:
-        """This window under a new limit, keeping the starts it still counts."""
+        """This window under a new limit, keeping the starts it counts."""
         window = Window(limit)
-        window.times.extend(list(self.times)[-limit.starts :])
+        window.times.extend(self.times)
         return window

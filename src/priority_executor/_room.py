@@ -77,9 +77,8 @@ class Room:
                 below the new one, or "block" from one of the pool's own threads.
             RuntimeError: the pool or ``gate`` was shut down while this submit waited.
         """
-        queue = host.queue
         if self.when_full == "evict":
-            worst = queue.worst()
+            worst = host.queue.worst()
             if worst is not None and key < worst.key:
                 return Decision(worst, False)
         if self.when_full != "block":
@@ -103,7 +102,7 @@ class Room:
                         return Decision(None, True)
                     else:
                         left = min(entry.deadline - now, MAX_SLEEP)
-                if not self.full_locked(queue):
+                if not self.full_locked(host.queue):  # re-read: a new key limit replaces it
                     return ROOM
                 self.cond.wait(left)
                 host.check_accepting_locked(gate)

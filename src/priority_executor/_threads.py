@@ -79,11 +79,16 @@ class ThreadRunner:
             self._count_in_locked()
 
     def stop_locked(self) -> None:
+        self._wake_all_locked()
+        # Paused before it had a worker, or every worker retired: one is needed to drain
+        # the queue, even if a limit holds its tasks back for now.
+        self.resumed_locked(len(self.admission.queue))
+
+    def _wake_all_locked(self) -> None:
         self.wakes += len(self.idle)
         for park in self.idle:
             park.release()
         self.idle.clear()  # in place: workers hold this list
-        self.resumed_locked(len(self.admission.queue))  # paused before it had a worker
 
     def snapshot_locked(self) -> object:
         return self.wakes, len(self.idle), self.arriving, self.newest
@@ -136,16 +141,16 @@ class ThreadRunner:
             assert self.wakes > 0, "a task waits while every idle worker sleeps"
 
     def join(self) -> None:
-        with self.admission.lock:
-            # No thread can be counted in once the pool is stopping; wait for those starting.
-            self.started.wait_for(lambda: not self.starting)
-            threads = list(self.threads)
-        for thread in threads:
-            thread.join()
-        with self.admission.lock:
-            retired, self.retired = self.retired, []
-        for thread in retired:
-            thread.join()
+        # A stopping pool still counts threads in for queued tasks that a limit held back
+        # (the timer does, at a rate slot): join until none is left alive.
+        while True:
+            with self.admission.lock:
+                self.started.wait_for(lambda: not self.starting)
+                threads = [t for t in (*self.threads, *self.retired) if t.is_alive()]
+            if not threads:
+                return
+            for thread in threads:
+                thread.join()
 
     def after_fork_in_child(self, lock: threading.Lock) -> bool:
         used = bool(self.threads or self.starting)
@@ -230,14 +235,35 @@ class ThreadRunner:
         self.shrinking = self._surplus_locked()
         self._wake_one_locked(self.admission.waiting_locked())
 
-    def _timed_out_locked(self, park: threading.Lock) -> bool:
-        """An idle worker's wait ran out: True if it retires, False if it was woken after all."""
-        if park in self.idle:
-            self.idle.remove(park)
-            self._retire_locked()
+    def _park(self, park: threading.Lock) -> bool:
+        """Sleep on ``park`` until woken: True; False if ``idle_timeout`` ran out and it retires."""
+        timeout = self.idle_timeout
+        if timeout is None:
+            park.acquire()
             return True
-        park.acquire()  # released by whoever popped it from ``idle``: does not block
-        return False
+        while not park.acquire(timeout=timeout):
+            with self.admission.lock:
+                retires = self._timed_out_locked(park)
+            if retires is not None:
+                return not retires
+        return True
+
+    def _timed_out_locked(self, park: threading.Lock) -> Optional[bool]:
+        """An idle worker's wait ran out: True if it retires, False if it was woken after all,
+        None if it waits on.
+
+        It waits on while the pool is stopping with tasks queued (a limit holds them back for
+        now): ``shutdown(wait=True)`` waits for its threads, which must drain the queue.
+        """
+        if park not in self.idle:
+            park.acquire()  # released by whoever popped it from ``idle``: does not block
+            return False
+        admission = self.admission
+        if admission.stopping and admission.queue:
+            return None
+        self.idle.remove(park)
+        self._retire_locked()
+        return True
 
     def _arrive_locked(self) -> bool:
         """A new worker reaches its loop: register it; False if a failed start wrote it off."""
@@ -267,7 +293,6 @@ class ThreadRunner:
         yielded = False  # found the queue empty and yielded once since its last task
         outcome: Optional[Outcome] = None  # of the task it took last, not yet reported
         group: Hashable = None  # and its key
-        idle_timeout = self.idle_timeout
         while True:
             if not lock.acquire(False):
                 acquire_politely(lock)
@@ -288,6 +313,8 @@ class ThreadRunner:
                 # not count itself on its way or idle while their callbacks run.
                 busy = entry is not None or bool(expired)
                 done = not busy and admission.drained_locked()
+                if done and idle:  # parked while a limit held the last tasks back
+                    self._wake_all_locked()
                 if not busy and not done:
                     if yielded:
                         idle.append(park)
@@ -296,6 +323,10 @@ class ThreadRunner:
                         woken = True
             finally:
                 lock.release()
+            if self.unstarted:  # counted in by this take, which let more tasks start
+                self.start_pending(None)
+            if clock_errors:  # the clock raised as it took (or held back) a task
+                admission.settler.owed()
             if expired:
                 cancel(expired)  # callbacks included, in this thread
                 expired.clear()
@@ -303,8 +334,6 @@ class ThreadRunner:
                 if entry is None:
                     continue
             if entry is not None:
-                if clock_errors:  # the clock raised as it took this task
-                    admission.settler.owed()
                 yielded = False
                 fn, args, kwargs, group = entry.fn, entry.args, entry.kwargs, entry.group
                 # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
@@ -314,13 +343,8 @@ class ThreadRunner:
             elif done:
                 return
             elif yielded:
-                # Until a submit or another worker hands it a wake-up, or idle_timeout passes.
-                if idle_timeout is None:
-                    park.acquire()
-                elif not park.acquire(timeout=idle_timeout):
-                    with lock:
-                        if self._timed_out_locked(park):
-                            return
+                if not self._park(park):  # until a submit or another worker wakes it
+                    return
                 woken, yielded = True, False
             else:
                 yield_gil()

@@ -59,6 +59,7 @@ class DeadlineTimer:
         # Guarded by the pool's lock:
         self.thread: Optional[threading.Thread] = None
         self.target: Optional[float] = None  # the deadline it sleeps until, None for ever
+        self.exited: Optional[threading.Thread] = None  # the last timer, which has left its loop
         # The timer blocks acquiring this lock; releasing it once wakes the timer. It is
         # released only under the pool's lock, so "unlocked" means "signalled, not yet woken".
         self.park = threading.Lock()
@@ -98,6 +99,8 @@ class DeadlineTimer:
                 self.target = deadline
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
                 done = deadline is None and source.timer_done_locked()
+                if done:  # a rate limit set after this starts a new timer; join() waits for this
+                    self.exited, self.thread = self.thread, None
             source.settle_expired(due)  # runs no callback on this thread
             del due
             if isinstance(now, Exception):
@@ -114,6 +117,6 @@ class DeadlineTimer:
         """Wait for the timer to exit, once the pool is stopping. Call without the lock."""
         with self.source.lock:
             self.wake_locked()
-            thread = self.thread
-        if thread is not None:
+            threads = [thread for thread in (self.thread, self.exited) if thread is not None]
+        for thread in threads:
             thread.join()
