@@ -16,9 +16,11 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 
 - Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
   ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
-  ``broken_error``, ``counts``, ``joiners``; the state of the room, the timer, the callback
-  threads and the runner.
+  ``broken_error``, ``counts``, ``joiners``, ``simple``; the state of the limits
+  (``_limits.Limits``), the room, the timer, the callback threads and the runner.
 - Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
+  The rate and key limits and the runner's size change only under the lock
+  (``_limits_changed_locked``, ``Runner.resize_locked``).
 - Lock order: it may be held while a Future's own lock is taken (only to read or claim it,
   which runs no callback), never the reverse; no other lock of the package is taken while it
   is held. Park locks (an idle worker's, the timer's) are only released under it.
@@ -43,14 +45,19 @@ The flows
    signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
    it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
    starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
-2. **Start.** The runner calls :meth:`take_locked`: the best entry, counted ``running``; an
-   entry found past its deadline on the way is counted expired, for the runner to cancel.
+2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
+   (``_limits.py``; under key limits the queue is a ``_keyed.KeyedQueue``), counted
+   ``running``; an entry found past its deadline on the way is counted expired, for the
+   runner to cancel. The runner reports the task's key back with its outcome
+   (:meth:`finished_locked`), which may open the key for the next take.
 3. **Run to settle.** The runner claims the future outside the lock (``_claim.run``), runs the
    task, settles the future, and reports the outcome by :meth:`finished_locked`.
 4. **Cancel.** ``Future.cancel()`` runs :meth:`_on_done`, every future's first done-callback,
    which unqueues the entry under the lock and then wakes ``wait()`` by the claim step.
-5. **Expire.** The timer calls :meth:`pop_due_locked` and then :meth:`settle_expired`, which
-   cancels every due future before any callback runs, and hands callbacks to callback threads.
+5. **Expire, and rate slots.** The timer calls :meth:`pop_due_locked`, which opens what the
+   clock's reading lets start (a rate slot, a key's window) and wakes the runner for it, then
+   :meth:`settle_expired`, which cancels every due future before any callback runs, hands
+   callbacks to callback threads, and starts the threads the runner counted in.
 6. **Shutdown.** :meth:`stop` sets the flags, drains the queue if cancelling, and has the
    runner wake every idle thread; :meth:`join` waits for the runner's threads, the timer and
    the callback threads.

@@ -1,7 +1,9 @@
 """The deadline timer: one thread per pool, started with the first deadline, never polling.
 
-It sleeps until the earliest queued deadline, expires every task due by then, and sleeps
-again; with no deadline queued it sleeps until signalled. A submit with an earlier deadline
+It sleeps until the earliest queued deadline (or, under a rate limit with tasks queued, the
+next rate slot: ``DeadlineSource.next_deadline_locked``), expires every task due by then,
+lets the pool open what the slot allows, and sleeps again; with nothing to wait for it sleeps
+until signalled. A submit with an earlier deadline
 than the one it sleeps until signals it. So a task expires within the timer's wake-up latency
 of its deadline even when every worker is busy with long tasks, and an idle pool costs
 nothing. Workers also check the deadline of each entry they pop, so an entry popped after its
@@ -42,8 +44,8 @@ class DeadlineSource(Protocol):
         """True once no deadline or slot can be added: the timer exits when none is left."""
 
     def settle_expired(self, due: list[Any]) -> None:
-        """Finish a turn: settle what ``pop_due_locked`` returned, running no callback here;
-        without the lock."""
+        """End a turn, without the lock: settle what ``pop_due_locked`` returned (no callback
+        runs here) and start what it counted in."""
 
 
 def log_clock_failure(exc: Exception) -> None:
