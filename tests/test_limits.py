@@ -831,3 +831,40 @@ def test_a_rate_limit_set_after_the_timer_exited_starts_a_new_one(kind: str) -> 
     finally:
         hold.open()
         pool.shutdown()
+
+
+def test_work_queue_get_takes_a_held_task_as_the_standard_queue_would() -> None:
+    hold = Gate()
+    pool = PriorityThreadPoolExecutor(2, key_limit=1)
+    with running(pool, hold):
+        view = pool.options(key="a")
+        gated(view, hold)
+        held = view.submit(str, "held")
+        assert pool.statistics().held_by_key == 1
+        item = pool._work_queue.get_nowait()
+        assert item.future is held
+        stats = pool.statistics()
+        assert (stats.held_by_key, stats.queued, stats.taken) == (0, 0, 1)
+        pool._check_invariants()
+        item.run()
+        assert held.result(TIMEOUT) == "held"
+
+
+class Refusing(ThreadPoolExecutor):
+    """A delegate that refuses the task whose first argument is "refused", once."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if args and args[0] == "refused":
+            raise ValueError("refused by the delegate")
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_keyed_task_the_delegate_refuses_frees_its_key() -> None:
+    front = PriorityExecutor(Refusing(2), key_limit=1)
+    with running(front):
+        view = front.options(key="a")
+        refused = view.submit(str, "refused")
+        assert isinstance(refused.exception(TIMEOUT), ValueError)
+        assert view.submit(str, "next").result(TIMEOUT) == "next"
+        assert front.join(TIMEOUT)
+        assert internals(front).key_states() == 0
