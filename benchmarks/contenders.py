@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -160,6 +161,32 @@ def start_workers(pool: Executor, workers: int) -> None:
     at once forces each pool to start them all.
     """
     Gate.close(pool, workers).join()
+
+
+class ReadingClock:
+    """``time.monotonic`` for a pool's ``clock=``, remembering the last reading on each thread.
+
+    Under a rate limit our pool reads its clock once each time a worker takes a task (that
+    reading is the start the window counts), in the worker that then runs the task. So a
+    task's first call of :meth:`take` gives the pool's own start time of that task, where the
+    task's own reading of the clock comes a few µs to a GIL switch later. :meth:`take`
+    forgets the reading, so a task run without a reading on its thread since the last one
+    gets None instead of a stale time: the scenarios then fail rather than guess.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        self._local.reading = now
+        return now
+
+    def take(self) -> Optional[float]:
+        """The last reading made on this thread since the last :meth:`take`, or None."""
+        reading: Optional[float] = getattr(self._local, "reading", None)
+        self._local.reading = None
+        return reading
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smaller sizes where the issue allows it; the whole run takes under two minutes",
+        help="smaller sizes where the issue allows it; the whole run takes about three minutes",
     )
     parser.add_argument(
         "--scenario",

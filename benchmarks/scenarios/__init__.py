@@ -1,4 +1,4 @@
-"""The scenarios of issue 3, one module each, in the order the run goes through them.
+"""The scenarios of issues 3 and 13, one module each, in the order the run goes through them.
 
 Each module has ``NAME`` (what ``--scenario`` takes), ``SUMMARY`` and ``cases(config)``, which
 returns the :class:`~harness.Case` objects to measure.
@@ -14,11 +14,14 @@ from scenarios import (
     contended,
     expiry,
     idle,
+    keyed_choice,
     memory,
+    rate_precision,
     requests,
     throughput,
     urgent_contended,
     urgent_latency,
+    urgent_rate,
 )
 
 SCENARIOS: tuple[ModuleType, ...] = (
@@ -32,4 +35,7 @@ SCENARIOS: tuple[ModuleType, ...] = (
     expiry,
     backlog_scaling,
     idle,
+    keyed_choice,
+    rate_precision,
+    urgent_rate,
 )
