@@ -355,6 +355,16 @@ def assert_done_promptly(*futures: Future[Any]) -> None:
     assert time.perf_counter() - started < PROMPT
 
 
+def assert_accounted(pool: AnyPool) -> None:
+    """Idle, consistent, and every submission settled in exactly one way."""
+    assert pool.join(TIMEOUT), "the pool never became idle"
+    pool._check_invariants()
+    stats = pool.statistics()
+    settled = stats.completed + stats.failed + stats.cancelled + stats.expired
+    assert stats.submitted == settled, f"lost or double-counted task: {stats}"
+    assert stats.held_by_key == 0, f"tasks held back in an idle pool: {stats}"
+
+
 def assert_nothing_queued(pool: PriorityThreadPoolExecutor) -> None:
     """Nothing is queued, no thread was started, and the invariants hold."""
     assert internals(pool).queued() == 0

@@ -25,6 +25,7 @@ from support import (
     SHUTDOWN_MESSAGE,
     AnyPool,
     Recorder,
+    assert_accounted,
     assert_done_promptly,
     in_thread,
     internals,
@@ -85,15 +86,6 @@ def held(config: Config, gate: Gate, clock: Optional[FakeClock] = None) -> AnyPo
     config.submit(pool, gate)
     gate.wait_started()
     return pool
-
-
-def assert_accounted(pool: AnyPool) -> None:
-    """Idle, consistent, and every submission settled in exactly one way."""
-    assert pool.join(TIMEOUT), "the pool never became idle"
-    pool._check_invariants()
-    stats = pool.statistics()
-    settled = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.submitted == settled, f"lost or double-counted task: {stats}"
 
 
 @pytest.mark.parametrize("config", CONFIGS)

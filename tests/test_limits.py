@@ -57,6 +57,13 @@ def running(pool: AnyPool, *gates: Gate) -> Iterator[AnyPool]:
         pool.shutdown(cancel_futures=True)
 
 
+def clocked(kind: str, workers: int, clock: FakeClock, **options: Any) -> AnyPool:
+    """``make_pool`` on ``clock``, whose moves wake the pool's timer."""
+    pool = make_pool(kind, workers, clock=clock, **options)
+    clock.attach(pool)
+    return pool
+
+
 def settled(pool: AnyPool, queued: int, started: Recorder, count: int) -> None:
     """Wait until ``count`` tasks have started and ``queued`` wait, and the pool is at rest."""
     wait_until(
@@ -82,8 +89,7 @@ def test_a_rate_limit_lets_starts_through_as_a_sliding_window(
     kind: str, ageing: Optional[float], clock: FakeClock
 ) -> None:
     started = Recorder()
-    pool = make_pool(kind, 4, clock=clock, ageing=ageing, rate_limit=RateLimit(2, per=1.0))
-    clock.attach(pool)
+    pool = clocked(kind, 4, clock, ageing=ageing, rate_limit=RateLimit(2, per=1.0))
     with running(pool):
         futures = [pool.submit(started, i) for i in range(6)]
         settled(pool, 4, started, 2)
@@ -109,8 +115,7 @@ def test_a_rate_limit_lets_no_double_burst_through_at_a_window_edge(
 ) -> None:
     """A bucket refilled each second would let two starts through at START + 1; the window one."""
     started = Recorder()
-    pool = make_pool(kind, 4, clock=clock, rate_limit=RateLimit(2, per=1.0))
-    clock.attach(pool)
+    pool = clocked(kind, 4, clock, rate_limit=RateLimit(2, per=1.0))
     with running(pool):
         pool.submit(started, "first")
         settled(pool, 0, started, 1)
@@ -131,8 +136,7 @@ def test_the_best_task_queued_when_a_slot_opens_takes_it(
     kind: str, ageing: Optional[float], clock: FakeClock
 ) -> None:
     started = Recorder()
-    pool = make_pool(kind, 2, clock=clock, ageing=ageing, rate_limit=RateLimit(1, per=1.0))
-    clock.attach(pool)
+    pool = clocked(kind, 2, clock, ageing=ageing, rate_limit=RateLimit(1, per=1.0))
     with running(pool):
         pool.submit(started, "low-0", priority=Priority.LOW)
         pool.submit(started, "low-1", priority=Priority.LOW)
@@ -151,8 +155,7 @@ def test_raising_a_rate_limit_starts_what_it_allows_at_once_and_none_lifts_it(
     kind: str, clock: FakeClock
 ) -> None:
     started = Recorder()
-    pool = make_pool(kind, 4, clock=clock, rate_limit=(1, 10.0))
-    clock.attach(pool)
+    pool = clocked(kind, 4, clock, rate_limit=(1, 10.0))
     with running(pool):
         for i in range(5):
             pool.submit(started, i)
@@ -169,8 +172,7 @@ def test_raising_a_rate_limit_starts_what_it_allows_at_once_and_none_lifts_it(
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_rate_limit_set_on_a_running_pool_starts_its_timer(kind: str, clock: FakeClock) -> None:
     started = Recorder()
-    pool = make_pool(kind, 2, clock=clock)
-    clock.attach(pool)
+    pool = clocked(kind, 2, clock)
     with running(pool):
         assert internals(pool).timer.thread is None
         pool.rate_limit = RateLimit(1, 1.0)
@@ -199,8 +201,7 @@ def test_a_clock_that_raises_holds_rate_limited_starts_back_until_it_works(
 ) -> None:
     clock = FailingClock()
     started = Recorder()
-    pool = make_pool(kind, 2, clock=clock, rate_limit=RateLimit(5, 1.0))
-    clock.attach(pool)
+    pool = clocked(kind, 2, clock, rate_limit=RateLimit(5, 1.0))
     with running(pool), caplog.at_level(logging.CRITICAL, "concurrent.futures"):
         pool.submit(started, "before")
         settled(pool, 0, started, 1)
@@ -304,8 +305,7 @@ def test_a_held_task_expires_at_its_queue_deadline(
     kind: str, ageing: Optional[float], clock: FakeClock
 ) -> None:
     hold = Gate()
-    pool = make_pool(kind, 2, clock=clock, ageing=ageing, key_limit=1)
-    clock.attach(pool)
+    pool = clocked(kind, 2, clock, ageing=ageing, key_limit=1)
     with running(pool, hold):
         gated(pool.options(key="a"), hold)
         doomed = pool.options(key="a", timeout=5.0).submit(Recorder(), "doomed")
@@ -377,8 +377,7 @@ def test_eviction_reaches_a_held_task(kind: str, ageing: Optional[float]) -> Non
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_key_rate_limit_is_a_cooldown_per_key(kind: str, clock: FakeClock) -> None:
     started = Recorder()
-    pool = make_pool(kind, 4, clock=clock, key_rate_limit=RateLimit(1, per=2.0))
-    clock.attach(pool)
+    pool = clocked(kind, 4, clock, key_rate_limit=RateLimit(1, per=2.0))
     with running(pool):
         host = pool.options(key="host")
         host.submit(started, "host-1")
@@ -400,8 +399,7 @@ def test_a_key_rate_limit_is_a_cooldown_per_key(kind: str, clock: FakeClock) -> 
 def test_per_key_state_goes_once_a_key_has_nothing_queued_running_or_in_its_window(
     kind: str, clock: FakeClock
 ) -> None:
-    pool = make_pool(kind, 4, clock=clock, key_limit=1, key_rate_limit=RateLimit(1, 1.0))
-    clock.attach(pool)
+    pool = clocked(kind, 4, clock, key_limit=1, key_rate_limit=RateLimit(1, 1.0))
     pool_internals = internals(pool)
     with running(pool):
         futures = [pool.options(key=i).submit(Recorder(), i) for i in range(200)]
@@ -708,8 +706,7 @@ def test_rate_limit_is_a_named_pair() -> None:
 def test_lowering_or_removing_a_key_rate_limit_opens_a_key_whose_window_it_empties(
     kind: str, change: Optional[RateLimit], clock: FakeClock
 ) -> None:
-    pool = make_pool(kind, 2, clock=clock, key_limit=5, key_rate_limit=RateLimit(1, 10.0))
-    clock.attach(pool)
+    pool = clocked(kind, 2, clock, key_limit=5, key_rate_limit=RateLimit(1, 10.0))
     with running(pool):
         view = pool.options(key="a")
         assert view.submit(str, "first").result(TIMEOUT) == "first"
@@ -725,8 +722,7 @@ def test_a_window_raised_to_more_starts_keeps_counting_the_starts_inside_it(
     clock: FakeClock,
 ) -> None:
     started = Recorder()
-    pool = PriorityThreadPoolExecutor(4, clock=clock, rate_limit=RateLimit(2, 10.0))
-    clock.attach(pool)
+    pool = clocked("threads", 4, clock, rate_limit=RateLimit(2, 10.0))
     with running(pool):
         for i in range(5):
             pool.submit(started, i)
@@ -737,8 +733,7 @@ def test_a_window_raised_to_more_starts_keeps_counting_the_starts_inside_it(
 
 
 def test_a_wider_key_window_keeps_an_idle_key_until_it_passes(clock: FakeClock) -> None:
-    pool = PriorityThreadPoolExecutor(1, clock=clock, key_rate_limit=RateLimit(1, 10.0))
-    clock.attach(pool)
+    pool = clocked("threads", 1, clock, key_rate_limit=RateLimit(1, 10.0))
     pool_internals = internals(pool)
     with running(pool):
         assert pool.options(key="a").submit(str, "a").result(TIMEOUT) == "a"
@@ -815,8 +810,7 @@ def test_a_take_that_opens_several_keys_starts_the_workers_they_need(clock: Fake
 def test_a_rate_limit_set_after_the_timer_exited_starts_a_new_one(kind: str) -> None:
     hold = Gate()
     clock = FakeClock()
-    pool = make_pool(kind, 1, clock=clock)
-    clock.attach(pool)
+    pool = clocked(kind, 1, clock)
     try:
         blocker = gated(pool, hold)
         pool.submit(str, "deadline", timeout=100.0).cancel()  # starts the timer

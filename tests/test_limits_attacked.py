@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from typing import Any, NamedTuple, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import RateLimit
-from support import AGEING, KINDS, AnyPool, Recorder, internals, make_pool, timer_asleep
+from support import (
+    AGEING,
+    KINDS,
+    AnyPool,
+    Recorder,
+    assert_accounted,
+    internals,
+    make_pool,
+    timer_asleep,
+)
 
 LIMITS = [(None, "block"), (4, "block"), (4, "raise"), (4, "evict")]
 HOLDERS = ["key_limit", "key_rate_limit", "rate_limit"]
@@ -72,13 +83,17 @@ CONFIGS = [
 ]
 
 
-def assert_accounted(pool: AnyPool) -> None:
-    assert pool.join(TIMEOUT), "the pool never became idle"
-    pool._check_invariants()
-    stats = pool.statistics()
-    settled = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.submitted == settled, f"lost or double-counted task: {stats}"
-    assert stats.held_by_key == 0
+@contextmanager
+def attacked(config: Config, clock: FakeClock, gate: Gate) -> Iterator[AnyPool]:
+    """The pool of ``config``, key "a" held by ``gate``; on the way out it opens, the pool stops."""
+    pool = config.pool(clock)
+    try:
+        config.hold(pool, gate, clock)
+        yield pool
+    finally:
+        gate.open()
+        pool.rate_limit = None  # so that shutdown(wait=True) does not wait out a window
+        pool.shutdown()
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -87,9 +102,7 @@ def test_a_cancel_racing_the_limit_that_lets_a_held_task_go_cancels_or_runs_it_n
 ) -> None:
     gate = Gate()
     ran = Recorder()
-    pool = config.pool(clock)
-    try:
-        config.hold(pool, gate, clock)
+    with attacked(config, clock, gate) as pool:
         held = pool.options(key="a").submit(ran, "held")
         later = pool.options(key="b").submit(ran, "later")  # a key of its own
         if config.holder != "rate_limit":
@@ -114,10 +127,6 @@ def test_a_cancel_racing_the_limit_that_lets_a_held_task_go_cancels_or_runs_it_n
         assert outcome == [held.cancelled()]
         assert ran.ran.count("held") == (0 if held.cancelled() else 1)
         assert_accounted(pool)
-    finally:
-        gate.open()
-        pool.rate_limit = None
-        pool.shutdown()
 
 
 @pytest.mark.parametrize(
@@ -129,9 +138,7 @@ def test_a_held_task_whose_deadline_falls_on_its_slot_expires_and_never_runs(
 ) -> None:
     gate = Gate()
     ran = Recorder()
-    pool = config.pool(clock)
-    try:
-        config.hold(pool, gate, clock)
+    with attacked(config, clock, gate) as pool:
         held = pool.options(key="a", timeout=1.0).submit(ran, "held")
         timer_asleep(pool, clock.now + 1.0)
         assert internals(pool).queued() == 1
@@ -142,7 +149,3 @@ def test_a_held_task_whose_deadline_falls_on_its_slot_expires_and_never_runs(
         assert ran.ran == []
         assert pool.statistics().expired == 1
         assert_accounted(pool)
-    finally:
-        gate.open()
-        pool.rate_limit = None
-        pool.shutdown()

@@ -35,7 +35,7 @@ from collections.abc import Hashable, Iterator
 from typing import Optional, Protocol
 
 from ._policy import is_due
-from ._rates import RateLimit, Window
+from ._rates import RateLimit, Window, rewindow
 
 
 class Gates(Protocol):
@@ -148,9 +148,9 @@ class Limits:
         """A task of key ``group`` started at ``now``; True if a window filled (wake the timer)."""
         filled = False
         if self.window is not None:
-            slot = self.window.record(now)
-            if slot is not None and not is_due(slot, now):
-                self.rate_until = slot
+            until = self.window.record(now)
+            if until is not None:
+                self.rate_until = until
                 filled = True
         if group is None:
             return filled
@@ -159,19 +159,17 @@ class Limits:
             state = self.keys[group] = self._new_state()
         state.running += 1
         if state.window is not None:
-            filled = self._fill_locked(group, state, state.window.record(now), now) or filled
+            filled = self._fill_locked(group, state, state.window.record(now)) or filled
         if self.saturated(state):
             gates.close(group)
         return filled
 
-    def _fill_locked(
-        self, group: Hashable, state: KeyState, slot: Optional[float], now: float
-    ) -> bool:
-        """Set the key's ``until`` to ``slot`` if its window is full at ``now``; True if so."""
-        state.until = slot if slot is not None and not is_due(slot, now) else None
-        if state.until is None:
+    def _fill_locked(self, group: Hashable, state: KeyState, until: Optional[float]) -> bool:
+        """Set the key's ``until`` (its window is full until then, or None); True if full."""
+        state.until = until
+        if until is None:
             return False
-        heapq.heappush(self.wakes, (state.until, self._seq(), group))
+        heapq.heappush(self.wakes, (until, self._seq(), group))
         return True
 
     def finished_locked(self, group: Hashable, gates: Gates) -> bool:
@@ -200,14 +198,8 @@ class Limits:
     def set_rate_limit_locked(self, limit: Optional[RateLimit], now: float) -> None:
         """Set the pool's rate limit; the starts counted so far still count under a new one."""
         self.rate_limit = limit
-        if limit is None:
-            self.window = None
-        elif self.window is None:
-            self.window = Window(limit)
-        else:
-            self.window = self.window.resized(limit)
-        slot = None if self.window is None else self.window.next_slot()
-        self.rate_until = slot if slot is not None and not is_due(slot, now) else None
+        self.window = rewindow(self.window, limit)
+        self.rate_until = None if self.window is None else self.window.closed_until(now)
         self._flags()
 
     def set_key_limit_locked(self, limit: Optional[int]) -> None:
@@ -219,14 +211,9 @@ class Limits:
         """Set ``key_rate_limit``, keeping each key's starts; the caller then regates."""
         self.key_rate_limit = limit
         for group, state in list(self.keys.items()):
-            if limit is None:
-                state.window = None
-            elif state.window is None:
-                state.window = Window(limit)
-            else:
-                state.window = state.window.resized(limit)
-            slot = None if state.window is None else state.window.next_slot()
-            self._fill_locked(group, state, slot, now)
+            state.window = rewindow(state.window, limit)
+            window = state.window
+            self._fill_locked(group, state, None if window is None else window.closed_until(now))
             if self._idle(state, now):
                 del self.keys[group]  # regate_locked opens it if it was closed
             elif not state.running and state.window is not None:

@@ -18,7 +18,7 @@ import numbers
 from collections import deque
 from typing import NamedTuple, Optional
 
-from ._policy import describe
+from ._policy import describe, is_due
 
 
 class RateLimit(NamedTuple):
@@ -69,20 +69,30 @@ class Window:
             return None
         return self.times[-starts] + self.limit.per
 
+    def closed_until(self, now: float) -> Optional[float]:
+        """When the next start is allowed, if none is at ``now``; None if one is."""
+        slot = self.next_slot()
+        return slot if slot is not None and not is_due(slot, now) else None
+
     def record(self, now: float) -> Optional[float]:
-        """Count a start at ``now``, forget those out of the window; return :meth:`next_slot`."""
+        """Count a start at ``now``, forget those out of the window; :meth:`closed_until` after."""
         times, per = self.times, self.limit.per
         times.append(now)
         while times[0] + per <= now:
             times.popleft()
-        return self.next_slot()
+        return self.closed_until(now)
 
     def quiet_from(self) -> float:
         """When no start counted here is inside the window any more (-inf if none is)."""
         return self.times[-1] + self.limit.per if self.times else -math.inf
 
-    def resized(self, limit: RateLimit) -> Window:
-        """This window under a new limit, keeping the starts it counts."""
-        window = Window(limit)
-        window.times.extend(self.times)
-        return window
+
+
+def rewindow(window: Optional[Window], limit: Optional[RateLimit]) -> Optional[Window]:
+    """``window`` under a new ``limit``, keeping the starts it counts; None for no limit."""
+    if limit is None:
+        return None
+    new = Window(limit)
+    if window is not None:
+        new.times.extend(window.times)
+    return new
