@@ -862,3 +862,29 @@ def test_a_keyed_task_the_delegate_refuses_frees_its_key() -> None:
         assert view.submit(str, "next").result(TIMEOUT) == "next"
         assert front.join(TIMEOUT)
         assert internals(front).key_states() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("leaves", ["cancel", "expire", "work_queue"])
+def test_shutdown_returns_once_the_last_rate_held_task_leaves_unstarted(
+    kind: str, leaves: str, clock: FakeClock
+) -> None:
+    """The worker (or dispatcher) waiting for that task's slot must learn the queue drained."""
+    if leaves == "work_queue" and kind == "front":
+        pytest.skip("a PriorityExecutor has no _work_queue")
+    pool = clocked(kind, 1, clock, rate_limit=RateLimit(1, 1000.0))
+    assert pool.submit(str, "first").result(TIMEOUT) == "first"
+    held = pool.submit(str, "held", timeout=10.0)
+    stopping = threading.Thread(target=pool.shutdown)
+    stopping.start()
+    wait_until(lambda: internals(pool).timer_sleeps_until(START + 10.0), "the pool waits")
+    if leaves == "cancel":
+        assert held.cancel()
+    elif leaves == "expire":
+        clock.advance(10.0)
+    else:
+        assert isinstance(pool, PriorityThreadPoolExecutor)
+        assert pool._work_queue.get_nowait().future is held
+    stopping.join(TIMEOUT)
+    assert not stopping.is_alive(), "shutdown(wait=True) hangs"
+    assert leaves == "work_queue" or held.cancelled()

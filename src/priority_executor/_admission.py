@@ -460,6 +460,17 @@ class Admission(Generic[RunnerT]):
         self.timer.wake_locked()  # it may exit too, once no deadline is left
         return True
 
+    def emptied_locked(self) -> None:
+        """A task left the queue unstarted: if that drained a stopping pool, wake its sleepers.
+
+        Threads that a limit kept waiting for the last queued tasks would otherwise sleep on
+        (a worker parked until a slot, the dispatcher, the timer) and ``shutdown(wait=True)``
+        with them.
+        """
+        if self.stopping and not self.queue:
+            self.runner.stop_locked()
+            self.timer.wake_locked()
+
     def break_locked(self, message: str, error: Optional[BaseException] = None) -> list[Entry]:
         """Break the pool (an initializer failed, a delegate refused): refuse work from now on.
 
@@ -510,6 +521,8 @@ class Admission(Generic[RunnerT]):
             self.counts["cancelled" if cancelled else "completed"] += 1
             if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
                 self.shrunk_locked()
+            if self.stopping:
+                self.emptied_locked()
         entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
         if cancelled:
             claim(future, cancel=False)
@@ -562,6 +575,7 @@ class Admission(Generic[RunnerT]):
             self.counts["expired"] += len(due)
             self.settling += len(due)
             self.shrunk_locked()
+            self.emptied_locked()
         return due
 
     def next_deadline_locked(self) -> Optional[float]:

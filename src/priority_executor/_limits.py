@@ -239,5 +239,3 @@ class Limits:
             assert (state.window is None) == (self.key_rate_limit is None), "key window"
             if state.until is not None:
                 assert (state.until, group) in {(w[0], w[2]) for w in self.wakes}, "no wake"
-        if self.window is not None:
-            assert len(self.window.times) <= self.window.limit.starts, "window overfull"

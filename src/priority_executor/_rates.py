@@ -87,7 +87,6 @@ class Window:
         return self.times[-1] + self.limit.per if self.times else -math.inf
 
 
-
 def rewindow(window: Optional[Window], limit: Optional[RateLimit]) -> Optional[Window]:
     """``window`` under a new ``limit``, keeping the starts it counts; None for no limit."""
     if limit is None:

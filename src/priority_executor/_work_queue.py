@@ -149,6 +149,7 @@ class WorkQueue:
                 admission.drop_locked(entry, "cancelled", unrun)
             if entry is not None:
                 admission.finished_locked("taken")
+            admission.emptied_locked()
         admission.settler.owed()  # a clock error on the way
         admission.settler.cancel(unrun)  # wakes their waiters, counts them settled
         return entry
