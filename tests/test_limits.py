@@ -888,3 +888,19 @@ def test_shutdown_returns_once_the_last_rate_held_task_leaves_unstarted(
     stopping.join(TIMEOUT)
     assert not stopping.is_alive(), "shutdown(wait=True) hangs"
     assert leaves == "work_queue" or held.cancelled()
+
+
+def test_a_rate_slot_brings_in_as_many_workers_as_may_start_not_one_per_queued_task(
+    clock: FakeClock,
+) -> None:
+    started = Recorder()
+    pool = clocked("threads", 8, clock, rate_limit=RateLimit(2, 1.0))
+    with running(pool):
+        for i in range(8):
+            pool.submit(started, i)
+        settled(pool, 6, started, 2)
+        assert pool.statistics().workers <= 2
+        timer_asleep(pool, START + 1.0)
+        clock.advance(1.0)
+        settled(pool, 4, started, 4)
+        assert pool.statistics().workers <= 2  # two slots: two takers, not six

@@ -414,7 +414,7 @@ class Admission(Generic[RunnerT]):
             if counted and limits.started_locked(entry.group, now, queue):
                 self._wake_timer_locked()
         if opened:  # the runner starts the threads it counts in, after unlocking
-            self.runner.resumed_locked(self.waiting_locked())
+            self.runner.resumed_locked(limits.allowed_locked(self.waiting_locked(), now))
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry
@@ -569,7 +569,11 @@ class Admission(Generic[RunnerT]):
         """
         limits = self.limits
         if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
-            self.runner.resumed_locked(self.waiting_locked())  # threads: see settle_expired
+            # As many takers as may start now, not one per queued task: each slot would
+            # bring in threads up to max_workers for one start (and with idle_timeout,
+            # they would retire and be made again at the next slot).
+            waiting = limits.allowed_locked(self.waiting_locked(), now)
+            self.runner.resumed_locked(waiting)  # threads: see settle_expired
         due = self.queue.pop_due(now)
         if due:
             self.counts["expired"] += len(due)

@@ -140,6 +140,10 @@ class Limits:
                 del self.keys[group]
         return opened
 
+    def allowed_locked(self, waiting: int, now: float) -> int:
+        """Of ``waiting`` tasks that no key holds back, how many the pool's window lets start."""
+        return waiting if self.window is None else min(waiting, self.window.free(now))
+
     def hold_locked(self) -> None:
         """Hold every start back until the timer can read the clock (which just raised)."""
         self.rate_until = -math.inf

@@ -82,6 +82,13 @@ class Window:
             times.popleft()
         return self.closed_until(now)
 
+    def free(self, now: float) -> int:
+        """How many starts the window allows at ``now``, forgetting those out of it."""
+        times, per = self.times, self.limit.per
+        while times and times[0] + per <= now:
+            times.popleft()
+        return max(0, self.limit.starts - len(times))
+
     def quiet_from(self) -> float:
         """When no start counted here is inside the window any more (-inf if none is)."""
         return self.times[-1] + self.limit.per if self.times else -math.inf
