@@ -228,8 +228,7 @@ class Admission(Generic[RunnerT]):
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
         elif self.limits.timed:  # the timer wakes takers at rate slots
-            if self.timer.thread is None:
-                self.timer.signal_locked(self.timer.target)  # may raise: nothing changed yet
+            self.timer.start_locked()  # may raise: nothing changed yet
             self._wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, key, expired, evict)
 
@@ -414,10 +413,19 @@ class Admission(Generic[RunnerT]):
             if counted and limits.started_locked(entry.group, now, queue):
                 self._wake_timer_locked()
         if opened:  # the runner starts the threads it counts in, after unlocking
-            self.runner.resumed_locked(limits.allowed_locked(self.waiting_locked(), now))
+            self._opened_locked(now)
         if self.room.blocked or self.joiners:
             self.shrunk_locked()
         return entry
+
+    def _opened_locked(self, now: float) -> None:
+        """The clock opened keys or a rate slot at ``now``: get the takers for what may start.
+
+        As many as may start now, not one per queued task: each slot would bring in
+        threads up to max_workers for one start (and with idle_timeout, they would retire
+        and be made again at the next slot).
+        """
+        self.runner.resumed_locked(self.limits.allowed_locked(self.waiting_locked(), now))
 
     def _wake_timer_locked(self) -> None:
         """Have the timer wake when the clock next opens a start (a rate slot)."""
@@ -569,11 +577,7 @@ class Admission(Generic[RunnerT]):
         """
         limits = self.limits
         if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
-            # As many takers as may start now, not one per queued task: each slot would
-            # bring in threads up to max_workers for one start (and with idle_timeout,
-            # they would retire and be made again at the next slot).
-            waiting = limits.allowed_locked(self.waiting_locked(), now)
-            self.runner.resumed_locked(waiting)  # threads: see settle_expired
+            self._opened_locked(now)  # the threads it counts in: see settle_expired
         due = self.queue.pop_due(now)
         if due:
             self.counts["expired"] += len(due)
@@ -622,16 +626,14 @@ class Admission(Generic[RunnerT]):
         when the first key limit is set or the last one removed.
         """
         limits, queue = self.limits, self.queue
+        if isinstance(queue, KeyedQueue):
+            limits.regate_locked(queue)  # and if no key limit is left, it opens every key
         if limits.keyed != isinstance(queue, KeyedQueue):
-            if isinstance(queue, KeyedQueue):
-                limits.regate_locked(queue)  # open every key: nothing holds back any more
             # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
             # without the lock, and must find every queued task in whichever it reads.
             reordered = self._new_queue()
             queue.move_to(reordered)
             self.queue = reordered
-        elif isinstance(queue, KeyedQueue):
-            limits.regate_locked(queue)
         self.simple = self.room.max_queued is None and not limits.on
 
     def check_invariants(self) -> None:

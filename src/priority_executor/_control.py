@@ -130,8 +130,8 @@ class AdmissionControl(Admission[RunnerT]):
         ``rate`` needs the timer, started first: if it cannot start, nothing changes.
         """
         with self.lock:
-            if rate is not None and self.timer.thread is None:
-                self.timer.signal_locked(self.timer.target)  # may raise: nothing changed yet
+            if rate is not None:
+                self.timer.start_locked()  # may raise: nothing changed yet
             change(self.clock())  # if the clock raises, nothing changed
             self._limits_changed_locked()
             self._restaffed_locked()

@@ -11,7 +11,9 @@ The wake-up protocol. Nobody polls: an idle worker sleeps on its own *park* lock
 holds and blocks acquiring again until someone pops it from ``idle`` and releases it. Idle
 workers are woken one at a time: a submit wakes one only if none is already on its way
 (``wakes``), and each worker that takes a task passes the wake-up on while work and idle
-workers remain (:meth:`ThreadRunner._wake_one_locked`, the one place a worker is woken).
+workers remain (:meth:`ThreadRunner._wake_one_locked`, the one place a worker is woken for a
+task; :meth:`ThreadRunner._release_idle_locked` wakes idle workers to exit, when the pool
+stops or ``max_workers`` is lowered).
 Invariant: unless paused, no task waits while a worker idles and ``wakes == 0``. A worker
 that finds nothing to do first yields the GIL once, counted in ``wakes`` as on its way (a
 submitter holding the GIL may be about to queue more, and parking after every task costs a
@@ -85,10 +87,13 @@ class ThreadRunner:
         self.resumed_locked(len(self.admission.queue))
 
     def _wake_all_locked(self) -> None:
-        self.wakes += len(self.idle)
-        for park in self.idle:
-            park.release()
-        self.idle.clear()  # in place: workers hold this list
+        self._release_idle_locked(len(self.idle))
+
+    def _release_idle_locked(self, count: int) -> None:
+        """Wake the ``count`` latest idle workers, counted on their way (``wakes``)."""
+        self.wakes += count
+        for _ in range(count):
+            self.idle.pop().release()  # in place: workers hold this list
 
     def snapshot_locked(self) -> object:
         return self.wakes, len(self.idle), self.arriving, self.newest
@@ -124,10 +129,7 @@ class ThreadRunner:
         self.max_workers = size
         self.shrinking = self._surplus_locked()
         surplus = self._workers_locked() - size
-        while surplus > 0 and self.idle:
-            self.wakes += 1
-            self.idle.pop().release()
-            surplus -= 1
+        self._release_idle_locked(max(0, min(surplus, len(self.idle))))
 
     def check_locked(self) -> None:
         workers = self._workers_locked()

@@ -86,6 +86,11 @@ class DeadlineTimer:
         if self.park.locked():
             self.park.release()
 
+    def start_locked(self) -> None:
+        """Start the timer if it does not run (for rate slots); it then reads the queue."""
+        if self.thread is None:
+            self.signal_locked(self.target)
+
     def wake_locked(self) -> None:
         """Wake a running timer, so it re-reads the clock and the queue; no-op if none runs."""
         if self.thread is not None:
