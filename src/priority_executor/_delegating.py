@@ -122,9 +122,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
 
     @max_running.setter
     def max_running(self, value: int) -> None:
-        size = check_limit("max_running", value, optional=False)
-        assert size is not None
-        self._admission.resize(size)
+        self._resize("max_running", value)
 
     @property
     def _max_workers(self) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from ._control import AdmissionControl
 from ._front import PriorityFront
-from ._policy import WhenFull, check_flag, check_limit, check_seconds
+from ._policy import WhenFull, check_flag, check_seconds
 from ._rates import RateLimit
 from ._threads import ThreadRunner
 from ._work_queue import WorkQueue
@@ -142,9 +142,7 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
 
     @max_workers.setter
     def max_workers(self, value: int) -> None:
-        size = check_limit("max_workers", value, optional=False)
-        assert size is not None
-        self._admission.resize(size)
+        self._resize("max_workers", value)
 
     # The standard pool's attributes that tests and libraries read, with the same meaning.
 

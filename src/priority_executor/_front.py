@@ -19,7 +19,7 @@ from ._context import InContext
 from ._control import AdmissionControl
 from ._map import map_results
 from ._options import PoolView
-from ._policy import Number, Priority, check_task_options, check_timeout, describe
+from ._policy import Number, Priority, check_limit, check_task_options, check_timeout, describe
 from ._rates import RateLimit
 from ._runner import Gate
 from ._stats import ExecutorStatistics
@@ -225,6 +225,12 @@ class PriorityFront:
     @key_rate_limit.setter
     def key_rate_limit(self, value: Optional[RateLimit]) -> None:
         self._admission.set_key_rate_limit(value)
+
+    def _resize(self, name: str, value: object) -> None:
+        """Set the executor's size (``max_workers``, ``max_running``), checked as ``name``."""
+        size = check_limit(name, value, optional=False)
+        assert size is not None
+        self._admission.resize(size)
 
     def pause(self) -> None:
         """Start no queued task until :meth:`resume`. Does not block; idempotent.

@@ -176,18 +176,18 @@ class Limits:
         heapq.heappush(self.wakes, (until, self._seq(), group))
         return True
 
-    def finished_locked(self, group: Hashable, gates: Gates) -> bool:
-        """A task of key ``group`` finished; True if that opened the key."""
+    def finished_locked(self, group: Hashable, gates: Gates) -> None:
+        """A task of key ``group`` finished: open the key if that gave it room."""
         state = self.keys[group]
         was = self.saturated(state)
         state.running -= 1
-        opened = was and not self.saturated(state) and gates.open(group)
+        if was and not self.saturated(state):
+            gates.open(group)
         if not state.running:
             if state.window is None or not state.window.times:
                 del self.keys[group]
             else:
                 heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), group))
-        return opened
 
     def _idle(self, state: KeyState, now: float) -> bool:
         window = state.window

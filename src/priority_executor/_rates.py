@@ -75,19 +75,21 @@ class Window:
         return slot if slot is not None and not is_due(slot, now) else None
 
     def record(self, now: float) -> Optional[float]:
-        """Count a start at ``now``, forget those out of the window; :meth:`closed_until` after."""
-        times, per = self.times, self.limit.per
-        times.append(now)
-        while times[0] + per <= now:
-            times.popleft()
+        """Count a start at ``now``; return :meth:`closed_until` after it."""
+        self.times.append(now)
+        self._forget(now)
         return self.closed_until(now)
 
     def free(self, now: float) -> int:
-        """How many starts the window allows at ``now``, forgetting those out of it."""
+        """How many starts the window allows at ``now``."""
+        self._forget(now)
+        return max(0, self.limit.starts - len(self.times))
+
+    def _forget(self, now: float) -> None:
+        """Forget the starts out of the window at ``now``: they no longer count."""
         times, per = self.times, self.limit.per
         while times and times[0] + per <= now:
             times.popleft()
-        return max(0, self.limit.starts - len(times))
 
     def quiet_from(self) -> float:
         """When no start counted here is inside the window any more (-inf if none is)."""
