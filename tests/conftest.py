@@ -13,6 +13,35 @@ import pytest
 TIMEOUT = 10.0
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--share",
+        metavar="K/N",
+        default=None,
+        help="run the K-th of N shares (1 <= K <= N) of the selected tests: every N-th test"
+        " in collection order from the K-th on. .ci/run spreads the slow suite over the"
+        " middle Pythons so, whose shares together are the whole suite",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected theirs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    share = config.getoption("--share")
+    if share is None:
+        return
+    k, n = parse_share(share)
+    config.hook.pytest_deselected(items=[t for i, t in enumerate(items) if i % n != k - 1])
+    items[:] = items[k - 1 :: n]
+
+
+def parse_share(text: str) -> tuple[int, int]:
+    """``"K/N"`` as ``(K, N)``; a usage error unless both are integers with 1 <= K <= N."""
+    k, slash, n = text.partition("/")
+    if slash and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n):
+        return int(k), int(n)
+    raise pytest.UsageError(f"--share must be K/N with 1 <= K <= N, got {text!r}")
+
+
 class FakeClock:
     """A clock that moves only when told; pools attached to it re-read it at once."""
 

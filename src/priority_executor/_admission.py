@@ -85,9 +85,9 @@ from ._limits import Limits
 from ._lock import acquire_politely, jump_window, yield_in_window
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
-from ._queue import NO_KWARGS, Entry, QueueBase
+from ._queue import NO_KWARGS, Entry, Gate, QueueBase
 from ._room import Room
-from ._runner import Gate, Runner
+from ._runner import Runner
 from ._settle import Settler
 from ._timer import DeadlineTimer
 
@@ -189,7 +189,7 @@ class Admission(Generic[RunnerT]):
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
         group = None if gate is None else gate.key
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group)
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group, gate)
         add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):

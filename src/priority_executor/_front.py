@@ -20,8 +20,8 @@ from ._control import AdmissionControl
 from ._map import map_results
 from ._options import PoolView
 from ._policy import Number, Priority, check_limit, check_task_options, check_timeout, describe
+from ._queue import Gate
 from ._rates import RateLimit
-from ._runner import Gate
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")

@@ -28,7 +28,6 @@ import weakref
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from typing import Any, Callable, Literal, Optional, Protocol, TypeVar, Union
 
 from ._map import map_results
@@ -129,6 +128,16 @@ class PoolView(ThreadPoolExecutor):
     def _broken(self) -> Union[Literal[False], str]:  # type: ignore[override]  # bool in typeshed
         return self._pool._broken
 
+    @property
+    def _work_queue(self) -> Any:  # type: ignore[override]  # read-only
+        """The pool's ``_work_queue``: every queued task of the pool, not only this view's.
+
+        As the standard pool's queue would give them to code handed the view: a view has no
+        queue of its own. A front over another executor has none, and neither has its view.
+        """
+        pool: Any = self._pool
+        return pool._work_queue
+
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Submit ``fn(*args, **kwargs)`` to the pool with this view's priority and timeout.
 
@@ -183,7 +192,10 @@ class PoolView(ThreadPoolExecutor):
             for future in pending:
                 future.cancel()
         if wait and not own_thread:
-            futures_wait(pending)
+            # Not a wait on the futures: one taken out through _work_queue meanwhile may
+            # never run, and leaves ``pending`` then (``_ViewState.taken``).
+            with state.lock:
+                state.settled.wait_for(lambda: not state.pending)
 
     def __repr__(self) -> str:
         state = self._state
@@ -206,11 +218,14 @@ class _ViewState:
         self.timeout = timeout
         self.key = key
         self.lock = threading.Lock()
-        self.settled = threading.Condition(self.lock)  # no submit through the view under way
+        # Notified, once the view is closed, when no submit is under way or a task leaves.
+        self.settled = threading.Condition(self.lock)
         self.closed = False
         self.cancelling = False  # shut down with cancel_futures=True
         self.submitting = 0
         self.pending: set[Future[Any]] = set()
+        # Taken out through _work_queue before their submit recorded them (submitting > 0).
+        self.taken_early: set[Future[Any]] = set()
         # The done-callback reaches this state through a weak reference: a future kept by a
         # caller must not keep the view alive.
         self.forget = _forgetter(weakref.ref(self))
@@ -234,10 +249,13 @@ class _ViewState:
         finally:
             with self.lock:
                 self.submitting -= 1
+                taken = bool(self.taken_early) and future in self.taken_early
+                if not self.submitting:
+                    self.taken_early.clear()
                 # Queued while the view was being shut down with cancel_futures=True, too
                 # late for shutdown() to see it: cancel it here, as shutdown() would have.
-                cancel = future is not None and self.cancelling
-                if future is not None and not cancel:
+                cancel = future is not None and self.cancelling and not taken
+                if future is not None and not cancel and not taken:
                     self.pending.add(future)
                 self.settled.notify_all()
         if cancel:
@@ -251,12 +269,28 @@ class _ViewState:
     ) -> Future[T]:
         return self.submit(pool, fn, args, NO_KWARGS)
 
+    def taken(self, future: Future[Any]) -> None:
+        """``_work_queue.get()`` took ``future``'s task out of the pool: not ours to wait for."""
+        with self.lock:
+            if self.submitting:  # perhaps its own submit, which has not recorded it yet
+                self.taken_early.add(future)
+            self._discard_locked(future)
+
+    def discard(self, future: Future[Any]) -> None:
+        """Forget ``future``, which is done (a done-callback)."""
+        with self.lock:
+            self._discard_locked(future)
+
+    def _discard_locked(self, future: Future[Any]) -> None:
+        self.pending.discard(future)
+        if self.closed:  # shutdown(wait=True) may be waiting for the last one to go
+            self.settled.notify_all()
+
 
 def _forgetter(state_ref: weakref.ReferenceType[_ViewState]) -> Callable[[Future[Any]], None]:
     def forget(future: Future[Any]) -> None:
         state = state_ref()
         if state is not None:
-            with state.lock:
-                state.pending.discard(future)
+            state.discard(future)
 
     return forget

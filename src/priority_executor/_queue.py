@@ -44,7 +44,7 @@ import itertools
 from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from ._policy import Number, is_due
 
@@ -55,6 +55,16 @@ COMPACT_SLACK = 64
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
+class Gate(Protocol):
+    """The view a task came through: its state and key, read under the pool's lock."""
+
+    closed: bool
+    key: Hashable  # the key of every task submitted through the view (None: no key)
+
+    def taken(self, future: Future[Any]) -> None:
+        """``_work_queue.get()`` took this task out of the pool: it is no longer the view's."""
+
+
 class Entry:
     """One submitted task, from ``submit`` until it leaves the queue."""
 
@@ -63,6 +73,7 @@ class Entry:
         "deadline",
         "fn",
         "future",
+        "gate",
         "group",
         "key",
         "kwargs",
@@ -80,6 +91,7 @@ class Entry:
         priority: Number,
         deadline: Optional[float],
         group: Hashable = None,
+        gate: Optional[Gate] = None,
     ) -> None:
         self.future = future
         self.fn = fn
@@ -88,6 +100,7 @@ class Entry:
         self.priority = priority
         self.deadline = deadline
         self.group = group  # the key of the view it came through (None: no key)
+        self.gate = gate  # the view it came through (None: the pool itself)
         self.key: Number = 0
         self.queued = False  # True from push until it leaves the queue; then a tombstone
         self.queued_at = 0.0  # the clock at submit, read only for a deadline or ageing
@@ -113,6 +126,7 @@ def _successor(entry: Entry) -> Entry:
         entry.priority,
         entry.deadline,
         entry.group,
+        entry.gate,
     )
     successor.queued_at = entry.queued_at
     entry.detach()

@@ -1,4 +1,4 @@
-"""The contract between admission and what starts its tasks, and a view's gate.
+"""The contract between admission and what starts its tasks.
 
 :class:`Runner` is what ``Admission`` needs from a runner (``_threads.ThreadRunner`` and
 ``_dispatch.DelegateRunner``); a runner calls back only ``Admission.take_locked`` (the one place
@@ -10,17 +10,10 @@ Declared here, below both, so that neither imports the other's implementation.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Sized
+from collections.abc import Sized
 from typing import Any, Optional, Protocol
 
 from ._queue import Entry
-
-
-class Gate(Protocol):
-    """A view's open/closed state and key, read under the pool's lock by its submits."""
-
-    closed: bool
-    key: Hashable  # the key of every task submitted through the view (None: no key)
 
 
 class Runner(Protocol):

@@ -27,7 +27,9 @@ the queue, under the pool's lock, is the only one that settles or claims its fut
 found past its queue deadline is expired (and its waiters woken), and one whose user just
 cancelled it is unqueued as the cancel hook would; ``get`` then moves on to the next. The
 entry keeps nothing of the task, and blocked submits and ``join()`` are woken, as after any
-other removal.
+other removal. A task taken out of a view's queue is no longer the view's: its
+``shutdown(wait=True)`` does not wait for it (as the standard pool's ``shutdown`` does not wait
+for a work item taken out of its queue), and its ``cancel_futures=True`` does not cancel it.
 """
 
 from __future__ import annotations
@@ -109,8 +111,10 @@ class WorkQueue:
         entry = self._take()
         if entry is None:
             raise queue.Empty
-        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        fn, args, kwargs, gate = entry.fn, entry.args, entry.kwargs, entry.gate
         future = entry.detach()  # a tombstone of it may stay in a heap: it holds nothing
+        if gate is not None:
+            gate.taken(future)  # its view's shutdown(wait=True) no longer waits for it
         context = None
         if isinstance(fn, InContext):
             context, fn = fn.context, fn.fn
