@@ -11,20 +11,25 @@ cancellation.
 from __future__ import annotations
 
 from ._delegating import PriorityExecutor
+from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
+from ._listeners import ListenerHandle, TaskInfo
 from ._options import PoolView
 from ._policy import Priority
 from ._rates import RateLimit
 from ._stats import ExecutorStatistics, QueueFullError
 
 __all__ = [
+    "Distribution",
     "ExecutorStatistics",
+    "ListenerHandle",
     "PoolView",
     "Priority",
     "PriorityExecutor",
     "PriorityThreadPoolExecutor",
     "QueueFullError",
     "RateLimit",
+    "TaskInfo",
     "__version__",
 ]
 

@@ -16,7 +16,7 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 
 - Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
   ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
-  ``broken_error``, ``counts``, ``joiners``, ``simple``; the state of the limits
+  ``broken_error``, ``tally``, ``joiners``, ``simple``; the state of the limits
   (``_limits.Limits``), the room, the timer, the callback threads and the runner.
 - Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
   The rate and key limits and the runner's size change only under the lock
@@ -69,10 +69,10 @@ expired + taken + queued + running + undecided`` (``check_invariants``: "lost ta
 from __future__ import annotations
 
 import copy
+import math
 import threading
 import weakref
-from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 
@@ -82,10 +82,12 @@ from ._claim import LOGGER, Outcome, cancel_all, claim
 from ._futures import add_first_callback, is_cancelled
 from ._keyed import KeyedQueue
 from ._limits import Limits
+from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
 from ._orders import HeapQueue, TaskQueue
 from ._policy import Number, WhenFull, is_due, queue_key, sort_key
 from ._queue import NO_KWARGS, Entry, Gate, QueueBase
+from ._recording import Tally
 from ._room import Room
 from ._runner import Runner
 from ._settle import Settler
@@ -108,9 +110,6 @@ def error_template(error: BaseException) -> Optional[BaseException]:
     template.__traceback__ = template.__cause__ = template.__context__ = None
     return template
 
-
-#: The counts that statistics() reports.
-COUNT_NAMES = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
 
 RunnerT = TypeVar("RunnerT", bound=Runner)
 
@@ -156,8 +155,9 @@ class Admission(Generic[RunnerT]):
         self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
         self.broken_error: Optional[BaseException] = None  # see break_locked
-        # Every key present, so that reading one never calls Counter.__missing__ under the lock.
-        self.counts: Counter[str] = Counter(dict.fromkeys(COUNT_NAMES, 0))
+        # The counts, by priority class, and the wait and run times.
+        self.tally = Tally()
+        self.listeners = Listeners(lambda: self.lock, clock)
         self.joiners = 0  # join() calls waiting on ``quiet``
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, name)
@@ -210,10 +210,15 @@ class Admission(Generic[RunnerT]):
 
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
         """Check, key and queue (or expire, or make room for) a new entry."""
-        self.check_accepting_locked(gate)
+        self.check_accepting_locked(entry.priority, gate)
         expired, evict = False, None
         if timeout is None and self.ageing is None:
             key = sort_key(entry.priority)
+            try:  # for the wait it will have; the clock decides nothing here
+                entry.queued_at = self.clock()
+            except Exception as exc:
+                self.clock_errors.append(exc)  # logged by the next Settler.owed()
+                entry.queued_at = math.nan  # its wait goes unrecorded
             if self.simple:  # the common case: no deadline, no bound, no limit
                 self._accept_locked(entry, key, False, None)
                 return
@@ -240,19 +245,22 @@ class Admission(Generic[RunnerT]):
         If an asynchronous exception (a signal handler's) interrupts it, what it did is
         rolled back before the exception goes on, so the counts stay consistent.
         """
-        counts = self.counts
-        before = counts["submitted"], counts["expired"], counts["cancelled"]
+        tally = self.tally
+        before = tally.submitted
+        classes_before = None
+        if expired or evict is not None:  # counted by class too
+            classes_before = tally.save(entry, evict)
         runner_before, jumped_before = self.runner.snapshot_locked(), self.jumped
         try:
             if expired:
                 # No one has seen this future yet: it has no waiter and no callback but
                 # the pool's own, which has nothing to do. So it is settled here.
                 cancel_all([entry.future])
-                counts["expired"] += 1
+                tally.add("expired", entry.priority)
             else:
                 if evict is not None:
                     self.queue.remove(evict)
-                    counts["cancelled"] += 1
+                    tally.evicted(evict.priority)
                     self.evicted.append(evict)
                 jumps = self.queue.push(entry, key)
                 if not self.paused:
@@ -262,9 +270,11 @@ class Admission(Generic[RunnerT]):
                     if self.limits.on:
                         waiting = self.waiting_locked()
                     self.runner.queued_locked(waiting)
-            counts["submitted"] += 1
+            tally.submitted += 1
         except BaseException:
-            counts["submitted"], counts["expired"], counts["cancelled"] = before
+            tally.submitted = before
+            if classes_before is not None:
+                tally.restore(classes_before)
             self.queue.repair(entry)
             if evict is not None and self.queue.find(evict.future) is not evict:
                 if evict in self.evicted:
@@ -274,8 +284,11 @@ class Admission(Generic[RunnerT]):
             self.jumped = jumped_before
             raise
 
-    def check_accepting_locked(self, gate: Optional[Gate] = None) -> None:
-        """Raise what the standard pool raises, in its order, when no task may be queued."""
+    def check_accepting_locked(self, priority: Number, gate: Optional[Gate] = None) -> None:
+        """Raise what the standard pool raises, in its order, when no task may be queued.
+
+        ``priority``: the refused task's, for the counts by class.
+        """
         if self.broken:
             message: Optional[str] = None
         elif self.shutdown:
@@ -286,7 +299,7 @@ class Admission(Generic[RunnerT]):
             message = "cannot schedule new futures after shutdown"
         else:
             return
-        self.counts["rejected"] += 1
+        self.tally.add("rejected", priority)
         if message is None:
             if self.broken_error is None:
                 raise self.broken_type(self.broken)
@@ -299,7 +312,7 @@ class Admission(Generic[RunnerT]):
         if self.queue.find(entry.future) is not entry:
             return False
         self.queue.remove(entry)
-        self.counts["submitted"] -= 1
+        self.tally.submitted -= 1
         self.shrunk_locked()
         return True
 
@@ -400,13 +413,15 @@ class Admission(Generic[RunnerT]):
                 break
             if not is_due(entry.deadline, reading):
                 break
-            self.counts["expired"] += 1
+            self.tally.add("expired", entry.priority)
             self.settling += 1
             unrun.append(entry)
             entry = pop()
         if entry is not None:
             self.running += 1
             self.jumped = 0.0  # the best task has left the queue
+            if not as_work_queue:
+                self._started_locked(entry)
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
             counted = not as_work_queue and (limited or entry.group is not None)
@@ -433,32 +448,57 @@ class Admission(Generic[RunnerT]):
         if self.timer.needs_signal_locked(wake):
             self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
 
-    def finished_locked(self, outcome: Outcome, group: Hashable = None) -> None:
+    def _started_locked(self, entry: Entry) -> None:
+        """Stamp a task that starts now; its wait and run are recorded when it ends."""
+        try:
+            entry.started = self.clock()
+        except Exception as exc:
+            self.clock_errors.append(exc)
+            entry.started = math.nan
+
+    def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel).
 
-        ``group``: its key (the ``key`` of its view), for the key limits.
+        ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
+        limits, and its priority and start, for the counts and the run time. ``keyed``:
+        False for a task taken as ``_work_queue`` takes it, which no key counted.
         """
         self.running -= 1
-        self.counts[outcome] += 1
+        self._ended_locked(outcome, entry)
+        group = entry.group if keyed else None
         if group is not None:
             self.limits.finished_locked(group, self.queue)
         if self.joiners:
             self.shrunk_locked()
 
-    def finished_later_locked(self, outcome: Outcome, group: Hashable = None) -> None:
+    def finished_later_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """:meth:`finished_locked` for a future settled after unlocking, by :meth:`settled_locked`.
 
         ``join()`` waits for it until then, callbacks included.
         """
         self.running -= 1
-        self.counts[outcome] += 1
+        self._ended_locked(outcome, entry)
         self.settling += 1
+        group = entry.group if keyed else None
         if group is not None:
             self.limits.finished_locked(group, self.queue)
 
+    def _ended_locked(self, outcome: Outcome, entry: Entry) -> None:
+        """Count a started task's outcome, and its run time if it ran."""
+        tally = self.tally
+        tally.add(outcome, entry.priority)
+        if outcome == "completed" or outcome == "failed":
+            try:
+                now = self.clock()
+            except Exception as exc:
+                self.clock_errors.append(exc)
+                now = math.nan
+            started = entry.started
+            tally.ran(entry.priority, started - entry.queued_at, now - started)
+
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
-        """A task taken by :meth:`take_locked` will not run: count it, as ``take_locked`` would."""
-        self.finished_later_locked(outcome)
+        """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""
+        self.finished_later_locked(outcome, entry, keyed=False)
         unrun.append(entry)
 
     def drained_locked(self) -> bool:
@@ -500,7 +540,7 @@ class Admission(Generic[RunnerT]):
         if outcome is None:
             self.undecided += len(drained)
         else:
-            self.counts[outcome] += len(drained)
+            self.tally.add_each(outcome, [entry.priority for entry in drained])
         self.settling += len(drained)
         self.shrunk_locked()
         return drained
@@ -526,7 +566,7 @@ class Admission(Generic[RunnerT]):
             entry = self.queue.discard(future)
             if entry is None:
                 return
-            self.counts["cancelled" if cancelled else "completed"] += 1
+            self.tally.add("cancelled" if cancelled else "completed", entry.priority)
             if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
                 self.shrunk_locked()
             if self.stopping:
@@ -580,7 +620,7 @@ class Admission(Generic[RunnerT]):
             self._opened_locked(now)  # the threads it counts in: see settle_expired
         due = self.queue.pop_due(now)
         if due:
-            self.counts["expired"] += len(due)
+            self.tally.add_each("expired", [entry.priority for entry in due])
             self.settling += len(due)
             self.shrunk_locked()
             self.emptied_locked()
@@ -665,7 +705,8 @@ class Admission(Generic[RunnerT]):
                 assert self.timer.target is not None, "the timer sleeps with no target"
                 assert earliest is not None, "deadline count without a deadline"
                 assert self.timer.target <= earliest, "the timer would sleep past a deadline"
-            counts = self.counts
+            self.tally.check()
+            counts = self.tally.totals()
             settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
             settled += counts["taken"]  # taken out through _work_queue: not ours to run
             in_flight = len(self.queue) + self.running + self.undecided

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Optional, Protocol
 
 from ._futures import cancel_quietly, run_callbacks
 
@@ -84,24 +84,45 @@ def run_callbacks_guarded(future: Future[Any]) -> None:
     guard_callbacks(future, run_callbacks, future)
 
 
+class Watch(Protocol):
+    """Told of a task's start and end (``_listeners.Watch``)."""
+
+    def started(self) -> None: ...
+
+    def finished(self, outcome: Outcome, exception: Optional[BaseException]) -> None: ...
+
+
 def run(
-    future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    future: Future[Any],
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    watch: Optional[Watch] = None,
 ) -> Outcome:
     """Claim a task that a worker took from the queue and, if it won the claim, run it.
+
+    ``watch``, if given, is told once the claim is won, and once the future is settled.
 
     Returns:
         ``CANCELLED`` if the claim was lost, else ``COMPLETED`` or ``FAILED``.
     """
     if not claim(future, cancel=False):
         return CANCELLED
+    if watch is not None:
+        watch.started()
     try:
         result = fn(*args, **kwargs)
     except BaseException as exc:
         guard_callbacks(future, future.set_exception, exc)
         # The traceback keeps this frame alive: break the cycle future -> exc -> frame -> future.
         del future, fn, args, kwargs
+        if watch is not None:
+            watch.finished(FAILED, exc)
         return FAILED
     guard_callbacks(future, future.set_result, result)
+    if watch is not None:
+        del result
+        watch.finished(COMPLETED, None)
     return COMPLETED
 
 

@@ -213,8 +213,9 @@ class AdmissionControl(Admission[RunnerT]):
         with self.lock:
             by_priority = Counter(entry.priority for entry in self.queue.entries.values())
             workers, idle = self.runner.sizes_locked()
-            counts, limits, queue = self.counts, self.limits, self.queue
+            counts, limits, queue = self.tally.totals(), self.limits, self.queue
             startable = 0 if self.paused else len(queue) - queue.held
+            wait, run, outcomes = self.tally.snapshot()
             return ExecutorStatistics(
                 **self.runner.capacity_locked(),
                 queued=len(self.queue),
@@ -235,6 +236,10 @@ class AdmissionControl(Admission[RunnerT]):
                 rate_limit=limits.rate_limit,
                 key_limit=limits.key_limit,
                 key_rate_limit=limits.key_rate_limit,
+                wait=wait,
+                run=run,
+                outcomes=outcomes,
+                listener_errors=self.listeners.errors,
             )
 
     def state(self) -> PoolState:

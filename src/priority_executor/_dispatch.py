@@ -39,7 +39,6 @@ called with it held.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
 from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
 from functools import partial
 from typing import Any, Optional
@@ -50,12 +49,14 @@ from ._claim import (
     COMPLETED,
     FAILED,
     LOGGER,
+    Outcome,
     claim,
     guard_callbacks,
     run_callbacks_guarded,
 )
 from ._context import fresh_thread
 from ._futures import has_user_callbacks, settle_quietly
+from ._listeners import Watch
 from ._queue import Entry
 
 
@@ -251,30 +252,35 @@ class DelegateRunner:
 
     def _hand_over(self, entry: Entry) -> None:
         """Claim a task taken from the queue and submit it to the delegate; without the lock."""
-        fn, args, kwargs, group = entry.fn, entry.args, entry.kwargs, entry.group
-        future = entry.detach()
+        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        future = entry.detach()  # what is left of it: its key, priority and start
         if not claim(future, cancel=False):  # its user cancelled it first
             with self.admission.lock:
-                self.admission.finished_locked(CANCELLED, group)
+                self.admission.finished_locked(CANCELLED, entry)
             return
+        watch = self.admission.listeners.watch(entry)
+        if watch is not None:  # user code: never on the dispatcher
+            self.admission.settler.call_later([watch.started])
         try:
             inner = self.delegate.submit(fn, *args, **kwargs)
-            inner.add_done_callback(partial(self._done, future, group))
+            inner.add_done_callback(partial(self._done, future, entry, watch))
         except BaseException as exc:
             error = exc
         else:
             return
         finally:
             del fn, args, kwargs  # a broken front keeps the error, and its traceback this frame
-        self._refused(future, group, error)
+        self._refused(future, entry, watch, error)
 
-    def _refused(self, future: Future[Any], group: Hashable, error: BaseException) -> None:
+    def _refused(
+        self, future: Future[Any], entry: Entry, watch: Optional[Watch], error: BaseException
+    ) -> None:
         """The delegate's ``submit`` raised: fail the task, and break the front if it must.
 
         A broken front fails its queue here, callbacks included: it has nothing left to hand
         over.
         """
-        self._report(future, group, False, error)
+        self._report(future, entry, watch, False, error)
         if not breaks_front(error):
             return
         message, template = str(error) or type(error).__name__, error_template(error)
@@ -285,7 +291,9 @@ class DelegateRunner:
 
     # -- settling ------------------------------------------------------------------------
 
-    def _done(self, future: Future[Any], group: Hashable, inner: Future[Any]) -> None:
+    def _done(
+        self, future: Future[Any], entry: Entry, watch: Optional[Watch], inner: Future[Any]
+    ) -> None:
         """Done-callback of an inner future, on the delegate's thread: settle ours from it."""
         ok, value = False, None  # type: tuple[bool, Any]
         try:
@@ -297,13 +305,15 @@ class DelegateRunner:
                     ok, value = True, inner.result()
         except BaseException as exc:  # a future that is not quite a Future
             value = exc
-        self._report(future, group, ok, value)
+        self._report(future, entry, watch, ok, value)
 
-    def _report(self, future: Future[Any], group: Hashable, ok: bool, value: Any) -> None:
+    def _report(
+        self, future: Future[Any], entry: Entry, watch: Optional[Watch], ok: bool, value: Any
+    ) -> None:
         """Free the task's slot and count its outcome, then settle its future with ``value``."""
         admission, me = self.admission, threading.current_thread()
         with admission.lock:
-            admission.finished_later_locked(COMPLETED if ok else FAILED, group)
+            admission.finished_later_locked(COMPLETED if ok else FAILED, entry)
             on_dispatcher = me is self.thread
             if not on_dispatcher:
                 self.settlers[me] = self.settlers.get(me, 0) + 1
@@ -314,6 +324,8 @@ class DelegateRunner:
             else:
                 with admission.lock:
                     admission.settled_locked(1)
+            if watch is not None:
+                admission.settler.call_later([partial(watch.finished, *_ending(ok, value))])
             return
         try:
             guard_callbacks(future, future.set_result if ok else future.set_exception, value)
@@ -324,3 +336,10 @@ class DelegateRunner:
                     self.settlers[me] = left
                 admission.settled_locked(1)
                 self._wake_locked()
+            if watch is not None:  # after its start, on the callback threads: see _listeners
+                admission.settler.call_later([partial(watch.finished, *_ending(ok, value))])
+
+
+def _ending(ok: bool, value: Any) -> tuple[Outcome, Optional[BaseException]]:
+    """A listener's ``outcome`` and ``exception`` for a task settled with ``value``."""
+    return (COMPLETED, None) if ok else (FAILED, value)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from ._context import InContext
 from ._control import AdmissionControl
+from ._listeners import Listener, ListenerHandle
 from ._map import map_results
 from ._options import PoolView
 from ._policy import Number, Priority, check_limit, check_task_options, check_timeout, describe
@@ -269,8 +270,42 @@ class PriorityFront:
         return self._admission.wait_quiet(check_timeout(timeout))
 
     def statistics(self) -> ExecutorStatistics:
-        """A consistent snapshot of what is queued and running, and the counts so far."""
+        """A consistent snapshot of what is queued and running, and the counts so far.
+
+        Also how long tasks waited and ran, and how they ended, by priority class
+        (``wait``, ``run``, ``outcomes``): see :class:`ExecutorStatistics`. O(distinct
+        priorities queued) under the lock, whatever the backlog; safe from any thread.
+        """
         return self._admission.statistics()
+
+    def add_listener(
+        self,
+        on_start: Optional[Listener] = None,
+        on_finish: Optional[Listener] = None,
+    ) -> ListenerHandle:
+        """Call ``on_start`` as each task starts and ``on_finish`` as it ends, with a TaskInfo.
+
+        ``on_start`` is called once the task has won its claim, before it runs;
+        ``on_finish`` once its future is settled, done-callbacks included. On a thread
+        pool both are called in the worker that runs the task; on a ``PriorityExecutor``,
+        on the front's callback threads (never on its dispatcher, which they would slow
+        down), in the order they happened unless one of those threads is stuck. Never with
+        the pool's lock held. A listener that raises is logged and counted in
+        ``statistics().listener_errors``; the task and the thread carry on. Only tasks
+        that run are reported. Safe from any thread, at any time.
+
+        Returns:
+            A handle whose ``remove()`` stops the calls.
+
+        Raises:
+            TypeError: a listener given is not callable, or neither is given.
+        """
+        for name, listener in (("on_start", on_start), ("on_finish", on_finish)):
+            if listener is not None and not callable(listener):
+                raise TypeError(f"{name} must be callable or None, got {describe(listener)}")
+        if on_start is None and on_finish is None:
+            raise TypeError("add_listener() needs on_start, on_finish or both")
+        return self._admission.listeners.add(on_start, on_finish)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuse new work, start what is queued, then let the pool's threads exit. Idempotent.

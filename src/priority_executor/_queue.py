@@ -80,7 +80,10 @@ class Entry:
         "priority",
         "queued",
         "queued_at",
+        "started",
     )
+
+    started: float  # the clock when it started (NaN: unknown); set by the take that starts it
 
     def __init__(
         self,
@@ -103,7 +106,7 @@ class Entry:
         self.gate = gate  # the view it came through (None: the pool itself)
         self.key: Number = 0
         self.queued = False  # True from push until it leaves the queue; then a tombstone
-        self.queued_at = 0.0  # the clock at submit, read only for a deadline or ageing
+        self.queued_at = 0.0  # the clock at submit (NaN if it raised)
 
     def detach(self) -> Future[Any]:
         """Hand the future over to whoever removed this entry from the queue; keep nothing.

@@ -15,12 +15,12 @@ Every field is guarded by the pool's lock, and every ``*_locked`` method is call
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Sized
 from typing import Any, NamedTuple, Optional, Protocol, Union
 
 from ._policy import Number, WhenFull, is_due
 from ._queue import Entry
+from ._recording import Tally
 from ._stats import QueueFullError
 from ._timer import CLOCK_RETRY, MAX_SLEEP
 
@@ -28,7 +28,7 @@ from ._timer import CLOCK_RETRY, MAX_SLEEP
 class Host(Protocol):
     """What backpressure needs of the pool; every call is made with the pool's lock held."""
 
-    counts: Counter[str]
+    tally: Tally
 
     @property
     def queue(self) -> Any:  # Sized, with worst()
@@ -37,7 +37,7 @@ class Host(Protocol):
     def read_clock(self) -> Union[float, Exception]:
         """The pool's clock, or the exception it raised."""
 
-    def check_accepting_locked(self, gate: Any) -> None:
+    def check_accepting_locked(self, priority: Number, gate: Any) -> None:
         """Raise what the standard pool raises when no task may be queued."""
 
     def is_own_thread_locked(self, thread: threading.Thread) -> bool:
@@ -82,10 +82,10 @@ class Room:
             if worst is not None and key < worst.key:
                 return Decision(worst, False)
         if self.when_full != "block":
-            host.counts["rejected"] += 1
+            host.tally.add("rejected", entry.priority)
             raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
         if host.is_own_thread_locked(threading.current_thread()):
-            host.counts["rejected"] += 1
+            host.tally.add("rejected", entry.priority)
             raise QueueFullError(
                 f"cannot wait for room from one of the pool's own threads:"
                 f" max_queued={self.max_queued} tasks wait"
@@ -105,7 +105,7 @@ class Room:
                 if not self.full_locked(host.queue):  # re-read: a new key limit replaces it
                     return ROOM
                 self.cond.wait(left)
-                host.check_accepting_locked(gate)
+                host.check_accepting_locked(entry.priority, gate)
         finally:
             self.blocked -= 1
 

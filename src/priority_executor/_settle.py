@@ -11,7 +11,6 @@ settled, which is what ``join()`` waits for. Called without the pool's lock.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from concurrent.futures import Future
 from functools import partial
 from typing import Any, Callable, Protocol
@@ -20,6 +19,7 @@ from ._callbacks import CallbackRunner, Job
 from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
 from ._futures import cancel_once, has_user_callbacks
 from ._queue import Entry
+from ._recording import Tally
 from ._timer import log_clock_failure
 
 
@@ -27,7 +27,8 @@ class Sink(Protocol):
     """What settling needs of the pool (its ``Admission``); ``*_locked`` with ``lock`` held."""
 
     lock: threading.Lock
-    counts: Counter[str]
+    tally: Tally
+    settling: int
     undecided: int
     callbacks: CallbackRunner
     evicted: list[Entry]  # evicted to make room, not yet settled
@@ -103,6 +104,15 @@ class Settler:
             self.sink.settled_locked(len(due) - len(owed))
         self.later([partial(run_callbacks_guarded, future) for future in owed])
 
+    def call_later(self, jobs: list[Job]) -> None:
+        """:meth:`later` for jobs no future stands for (listeners): counted here first.
+
+        ``join()`` waits for them, as for callbacks.
+        """
+        with self.sink.lock:
+            self.sink.settling += len(jobs)
+        self.later(jobs)
+
     def later(self, jobs: list[Job]) -> None:
         """Run ``jobs`` on the callback threads; each counted in ``settling`` until it has run.
 
@@ -138,17 +148,19 @@ class Settler:
 
         A future its user cancelled meanwhile stays cancelled, and is counted so.
         """
-        failed = 0
+        failed: list[Entry] = []
         try:
             for entry in drained:
                 future: Future[Any] = entry.detach()
                 if claim(future, cancel=False):
-                    failed += 1
+                    failed.append(entry)
                     guard_callbacks(future, future.set_exception, error())
         finally:
             sink = self.sink
             with sink.lock:
-                sink.counts["failed"] += failed
-                sink.counts["cancelled"] += len(drained) - failed
+                sink.tally.add_each("failed", [entry.priority for entry in failed])
+                ids = {id(entry) for entry in failed}
+                cancelled = [entry.priority for entry in drained if id(entry) not in ids]
+                sink.tally.add_each("cancelled", cancelled)
                 sink.undecided -= len(drained)
                 sink.settled_locked(len(drained))

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Optional
+from types import MappingProxyType
+from typing import Any, Optional
 
+from ._distribution import Distribution
 from ._rates import RateLimit
+from ._recording import PriorityClass
+
+
+def _nothing() -> Mapping[Any, Any]:
+    return MappingProxyType({})
 
 
 class QueueFullError(RuntimeError):
@@ -35,6 +42,17 @@ class ExecutorStatistics:
     pool's; None on a ``PriorityExecutor``) or ``max_running`` (a ``PriorityExecutor``'s;
     None on a thread pool), ``rate_limit``, ``key_limit`` and ``key_rate_limit`` (None where
     unset).
+
+    How long tasks waited and ran, by priority class (see ``_recording.py``): ``wait[p]``
+    is the :class:`Distribution` of the queue waits (submit to start) of the tasks of
+    priority ``p`` that started, ``run[p]`` of their run times (start until the pool has
+    settled the future, done-callbacks included), both in seconds on the pool's clock, and
+    ``outcomes[p]`` counts how their tasks ended (``completed``, ``failed``, ``cancelled``,
+    ``evicted``, a part of ``cancelled``, ``expired``, ``taken`` and ``rejected``). ``p``
+    is the priority a task was last given, as a plain number; the first 16 distinct ones
+    have a class each, the rest share the class ``"other"``. A class with nothing recorded
+    is absent. ``listener_errors`` counts the calls of listeners (``add_listener``) that
+    raised.
     """
 
     queued: int
@@ -57,3 +75,9 @@ class ExecutorStatistics:
     rate_limit: Optional[RateLimit] = None
     key_limit: Optional[int] = None
     key_rate_limit: Optional[RateLimit] = None
+    wait: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
+    run: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
+    outcomes: Mapping[PriorityClass, Mapping[str, int]] = dataclasses.field(
+        default_factory=_nothing
+    )
+    listener_errors: int = 0

@@ -26,12 +26,12 @@ method is called with it held.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
 from typing import Any, Callable, Optional
 
 from ._admission import Admission
 from ._claim import LOGGER, Outcome, run
 from ._context import fresh_thread
+from ._listeners import Watch
 from ._lock import acquire_politely, yield_gil
 from ._queue import Entry
 
@@ -290,11 +290,12 @@ class ThreadRunner:
         take, finish = admission.take_locked, admission.finished_locked
         waiting = admission.waiting_locked
         clock_errors, cancel = admission.clock_errors, admission.settler.cancel
+        listeners = admission.listeners
         expired: list[Entry] = []  # what take() found past its deadline, for it to cancel
         woken = False  # took a wake-up (``wakes``) that it has not yet consumed
         yielded = False  # found the queue empty and yielded once since its last task
         outcome: Optional[Outcome] = None  # of the task it took last, not yet reported
-        group: Hashable = None  # and its key
+        ran: Optional[Entry] = None  # and what is left of its entry (its key, priority, start)
         while True:
             if not lock.acquire(False):
                 acquire_politely(lock)
@@ -303,8 +304,9 @@ class ThreadRunner:
                     self.wakes -= 1
                     woken = False
                 if outcome is not None:
-                    finish(outcome, group)
-                    outcome = group = None
+                    assert ran is not None
+                    finish(outcome, ran)
+                    outcome = ran = None
                 if self.shrinking and self._surplus_locked():
                     self._retire_locked()
                     return
@@ -337,11 +339,12 @@ class ThreadRunner:
                     continue
             if entry is not None:
                 yielded = False
-                fn, args, kwargs, group = entry.fn, entry.args, entry.kwargs, entry.group
+                fn, args, kwargs = entry.fn, entry.args, entry.kwargs
                 # A tombstone of the entry may stay in a heap: let it hold nothing of the task.
-                outcome = run(entry.detach(), fn, args, kwargs)
-                del fn, args, kwargs
-                entry = None  # nothing of the task stays referenced while this worker sleeps
+                watch = Watch(listeners, entry) if listeners.pairs else None
+                outcome = run(entry.detach(), fn, args, kwargs, watch)
+                del fn, args, kwargs, watch
+                ran, entry = entry, None  # holds nothing of the task while this worker sleeps
             elif done:
                 return
             elif yielded:

@@ -152,7 +152,7 @@ class WorkQueue:
                 # Cancelled just now, its hook not yet run: settled as the hook would.
                 admission.drop_locked(entry, "cancelled", unrun)
             if entry is not None:
-                admission.finished_locked("taken")
+                admission.finished_locked("taken", entry, keyed=False)
             admission.emptied_locked()
         admission.settler.owed()  # a clock error on the way
         admission.settler.cancel(unrun)  # wakes their waiters, counts them settled

@@ -1,0 +1,159 @@
+"""What a scheduler counts and times: outcomes, and wait and run time, per priority class.
+
+Every scheduler of the package keeps one :class:`Tally`, guarded by its lock. Outcomes are
+counted by priority class only, in one step each (:meth:`Tally.add`), and the pool-wide
+counts that ``statistics()`` has always reported are their sums (:meth:`Tally.totals`): the
+two cannot disagree, even when an exception (a signal handler's) cuts a count short.
+:meth:`Tally.ran` records how long a task waited and how long it ran, when it ends.
+
+A task's priority class is the priority it was last given (at submit or by
+``set_priority``; ageing does not change it), as a plain number: ``Priority.HIGH`` and ``10``
+are one class. The first ``MAX_CLASSES`` distinct priorities get a class each; tasks of any
+other priority are recorded together under ``OTHER``, so a scheduler fed arbitrary float
+priorities keeps a bounded state.
+
+Per class, ``outcomes`` counts ``completed``, ``failed``, ``cancelled`` (by the user, by
+``shutdown(cancel_futures=True)``, by a broken pool, or by eviction), ``evicted`` (the part
+of ``cancelled`` that eviction made), ``expired``, ``taken`` (out through ``_work_queue``) and
+``rejected`` (refused by ``submit``). Only tasks that started are in ``wait`` and ``run``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Optional, Union
+
+from ._distribution import Distribution, Histogram
+from ._policy import Number
+from ._queue import Entry
+
+#: Distinct priorities that get a class of their own; the rest are recorded under OTHER.
+MAX_CLASSES = 16
+#: The key under which tasks of priorities beyond the first MAX_CLASSES are recorded.
+OTHER = "other"
+
+#: A key of ``statistics().wait``, ``.run`` and ``.outcomes``: a priority, or OTHER.
+PriorityClass = Union[int, float, str]
+
+#: The outcomes counted per priority class, in the order they are reported.
+OUTCOMES = ("completed", "failed", "cancelled", "evicted", "expired", "taken", "rejected")
+
+
+class ClassFigures:
+    """The figures of one priority class."""
+
+    __slots__ = ("key", "outcomes", "run", "wait")
+
+    def __init__(self, key: PriorityClass) -> None:
+        self.key = key
+        self.wait = Histogram()
+        self.run = Histogram()
+        # Every name present, so that counting never calls Counter.__missing__.
+        self.outcomes: Counter[str] = Counter(dict.fromkeys(OUTCOMES, 0))
+
+
+class Tally:
+    """A scheduler's counts and timings; its lock guards every call (see the module docstring)."""
+
+    __slots__ = ("classes", "other", "submitted")
+
+    def __init__(self) -> None:
+        self.submitted = 0  # accepted by submit (a withdrawn submit is taken off again)
+        self.classes: dict[Number, ClassFigures] = {}
+        self.other = ClassFigures(OTHER)
+
+    def of(self, priority: Number) -> ClassFigures:
+        """The class that records tasks of ``priority``."""
+        figures = self.classes.get(priority)
+        if figures is None:
+            if len(self.classes) >= MAX_CLASSES:
+                return self.other
+            figures = self.classes[priority] = ClassFigures(_plain(priority))
+        return figures
+
+    def add(self, outcome: str, priority: Number) -> None:
+        """Count a task of ``priority`` that ended as ``outcome`` (or was refused)."""
+        self.of(priority).outcomes[outcome] += 1
+
+    def add_each(self, outcome: str, priorities: Iterable[Number]) -> None:
+        """Count one task of each of ``priorities`` as ``outcome``."""
+        for priority in priorities:
+            self.add(outcome, priority)
+
+    def evicted(self, priority: Number) -> None:
+        """Count an eviction: a cancel, and an eviction."""
+        outcomes = self.of(priority).outcomes
+        outcomes["cancelled"] += 1
+        outcomes["evicted"] += 1
+
+    def totals(self) -> dict[str, int]:
+        """The pool-wide counts: ``submitted``, and each outcome summed over the classes."""
+        totals = dict.fromkeys(OUTCOMES, 0)
+        for figures in (*self.classes.values(), self.other):
+            for name, n in figures.outcomes.items():
+                totals[name] += n
+        totals["submitted"] = self.submitted
+        return totals
+
+    def save(self, *entries: Optional[Entry]) -> list[tuple[Counter[str], Counter[str]]]:
+        """The outcome counts of the classes of ``entries``, for :meth:`restore`."""
+        classes = {id(c): c for c in (self.of(e.priority) for e in entries if e is not None)}
+        return [(c.outcomes, c.outcomes.copy()) for c in classes.values()]
+
+    def restore(self, saved: list[tuple[Counter[str], Counter[str]]]) -> None:
+        """Put back what :meth:`save` saved (a submit rolled back)."""
+        for outcomes, before in saved:
+            outcomes.clear()
+            outcomes.update(before)
+
+    def ran(self, priority: Number, waited: float, ran: float) -> None:
+        """A task of ``priority`` that waited ``waited`` seconds ran for ``ran`` seconds.
+
+        Both are recorded when it ends, not when it starts, so that a task taken to start
+        whose claim its user's cancel won is in neither: ``wait[p].count`` is always the
+        number of tasks of the class that ran to an end. NaN (the clock raised): neither.
+        """
+        if waited == waited and ran == ran:
+            figures = self.of(priority)
+            figures.wait.record(waited)
+            figures.run.record(ran)
+
+    def snapshot(
+        self,
+    ) -> tuple[
+        Mapping[PriorityClass, Distribution],
+        Mapping[PriorityClass, Distribution],
+        Mapping[PriorityClass, Mapping[str, int]],
+    ]:
+        """``(wait, run, outcomes)`` by class, frozen: what ``statistics()`` reports."""
+        classes = list(self.classes.values())
+        if self.other.wait.count or self.other.run.count or any(self.other.outcomes.values()):
+            classes.append(self.other)
+        wait = {c.key: c.wait.snapshot() for c in classes if c.wait.count}
+        run = {c.key: c.run.snapshot() for c in classes if c.run.count}
+        outcomes = {
+            c.key: MappingProxyType({name: c.outcomes[name] for name in OUTCOMES})
+            for c in classes
+            if any(c.outcomes.values())
+        }
+        return MappingProxyType(wait), MappingProxyType(run), MappingProxyType(outcomes)
+
+    def check(self) -> None:
+        """Assert what holds of every class; O(classes)."""
+        for c in (*self.classes.values(), self.other):
+            assert set(c.outcomes) == set(OUTCOMES), "an outcome counted that is none"
+            assert min(c.outcomes.values()) >= 0, "an outcome counted below zero"
+            assert c.outcomes["evicted"] <= c.outcomes["cancelled"], "evicted, not cancelled"
+            assert c.wait.count == c.run.count, "a wait without its run, or the reverse"
+        assert len(self.classes) <= MAX_CLASSES, "more classes than MAX_CLASSES"
+
+
+def _plain(priority: Number) -> PriorityClass:
+    """``priority`` as a plain int or float (an IntEnum member becomes its int)."""
+    if isinstance(priority, int):
+        return int(priority)
+    value = float(priority)
+    return int(value) if value.is_integer() and math.isfinite(value) else value
