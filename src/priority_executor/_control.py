@@ -12,7 +12,6 @@ import contextlib
 import threading
 import time
 import weakref
-from collections import Counter
 from concurrent.futures import Future
 from typing import Any, Callable, Literal, NamedTuple, Optional, TypeVar, Union
 
@@ -161,8 +160,7 @@ class AdmissionControl(Admission[RunnerT]):
             # runs after cancel() returns, removes it: it has not moved.
             if entry is None or future.done():
                 return False
-            entry.priority = priority
-            self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing))
+            self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing), priority)
             return True
 
     def set_paused(self, paused: bool) -> None:
@@ -211,7 +209,6 @@ class AdmissionControl(Admission[RunnerT]):
     def statistics(self) -> ExecutorStatistics:
         """A snapshot of the pool's state and counts, taken under the lock."""
         with self.lock:
-            by_priority = Counter(entry.priority for entry in self.queue.entries.values())
             workers, idle = self.runner.sizes_locked()
             counts, limits, queue = self.tally.totals(), self.limits, self.queue
             startable = 0 if self.paused else len(queue) - queue.held
@@ -219,7 +216,7 @@ class AdmissionControl(Admission[RunnerT]):
             return ExecutorStatistics(
                 **self.runner.capacity_locked(),
                 queued=len(self.queue),
-                queued_by_priority=dict(sorted(by_priority.items(), reverse=True)),
+                queued_by_priority=dict(sorted(queue.by_priority.items(), reverse=True)),
                 running=self.running,
                 workers=workers,
                 idle_workers=idle,

@@ -33,6 +33,13 @@ OCTAVES = 32
 #: Buckets: one below LOWEST, SUB_BUCKETS per octave, one at 2**12 s and above.
 BUCKETS = OCTAVES * SUB_BUCKETS + 2
 _TOP = BUCKETS - 1
+
+#: The bucket bounds the exporters (``prometheus``, ``otel``) report, in seconds: suited to
+#: queue waits, from 1 µs to an hour (not the 10 s at which the usual default ones stop).
+EXPORT_BOUNDS = (
+    1e-6, 1e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)  # fmt: skip
 # frexp(LOWEST) == (0.5, -19): bucket 1 starts there. For value = m * 2**e (0.5 <= m < 1):
 # index = e * SUB_BUCKETS + int(m * 2 * SUB_BUCKETS) + _OFFSET.
 _OFFSET = 1 + 19 * SUB_BUCKETS - SUB_BUCKETS
@@ -167,6 +174,21 @@ class Distribution:
             if seen >= rank:
                 return self._estimate(index)
         return self._max  # not reached: the buckets hold count values
+
+    def at_most(self, bounds: Sequence[float]) -> list[int]:
+        """How many values are at most each of ``bounds`` (ascending), as exporters count them.
+
+        A value counts as its bucket's estimate (the one quantiles give): exact where a
+        bound falls between buckets, within 1.6 % of the bound otherwise.
+        """
+        counts, seen, index = [], 0, 0
+        buckets = self._buckets
+        for bound in bounds:
+            while index < len(buckets) and (not buckets[index] or self._estimate(index) <= bound):
+                seen += buckets[index]
+                index += 1
+            counts.append(seen)
+        return counts
 
     def _estimate(self, index: int) -> float:
         """The midpoint of bucket ``index``, within the exact minimum and maximum."""

@@ -189,10 +189,10 @@ class KeyedQueue(QueueBase):
         elif lane.listed is not None and lane.listed[2] is entry:
             self._list(lane)
 
-    def requeue(self, entry: Entry, key: Number) -> Entry:
+    def requeue(self, entry: Entry, key: Number, priority: Optional[Number] = None) -> Entry:
         # The lane loses the old entry and gains its successor, in super().requeue's push.
         # The successor is pushed first, so the lane is not dropped in between.
-        successor = super().requeue(entry, key)
+        successor = super().requeue(entry, key, priority)
         self._unqueued(entry)
         return successor
 

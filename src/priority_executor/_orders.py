@@ -66,6 +66,7 @@ class TaskQueue(QueueBase):
                         del buckets[heapq.heappop(levels)]
                     # _forget() and the sweep check, inlined on the hottest path.
                     del self.entries[entry.future]
+                    self._uncount(entry.priority)
                     entry.queued = False
                     if entry.deadline is not None:
                         self.deadline_count -= 1

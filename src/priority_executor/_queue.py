@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
@@ -142,6 +143,9 @@ class QueueBase:
     def __init__(self) -> None:
         self.stored = 0  # entries stored by the ordering, tombstones included
         self.entries: dict[Future[Any], Entry] = {}
+        # Live entries by priority (no zero counts), so that statistics() and exporters read
+        # the backlog by priority in O(distinct priorities), not O(n).
+        self.by_priority: dict[Number, int] = {}
         self.deadlines: list[tuple[float, int, Entry]] = []
         self.deadline_count = 0
         self._counter = itertools.count()
@@ -207,6 +211,8 @@ class QueueBase:
         first = self._store(entry)
         self.stored += 1
         self.entries[entry.future] = entry
+        by_priority = self.by_priority
+        by_priority[entry.priority] = by_priority.get(entry.priority, 0) + 1
         if entry.deadline is not None:
             heapq.heappush(self.deadlines, (entry.deadline, self._next_seq(), entry))
             self.deadline_count += 1
@@ -230,12 +236,16 @@ class QueueBase:
             self._compact_if_sparse()
         return entry
 
-    def requeue(self, entry: Entry, key: Number) -> Entry:
-        """Move a queued entry to ``key``, behind the entries already there; return its successor.
+    def requeue(self, entry: Entry, key: Number, priority: Optional[Number] = None) -> Entry:
+        """Move a queued entry to ``key`` (and ``priority``), behind the entries already there.
 
-        The old entry becomes a tombstone and the task continues in a new entry, so that no
-        entry is ever stored twice. The deadline and the time of submission are kept.
+        The old entry becomes a tombstone and the task continues in a new entry (returned),
+        so that no entry is ever stored twice. The deadline and the time of submission are
+        kept.
         """
+        self._uncount(entry.priority)  # push() counts the successor
+        if priority is not None:
+            entry.priority = priority  # the successor's
         # The future stays in ``entries`` throughout, mapped to the successor by push(): the
         # cancel hook, which reads ``entries`` before taking the lock, must never find a
         # queued task missing.
@@ -307,6 +317,7 @@ class QueueBase:
             del self.entries[entry.future]
         entry.queued = False
         self.deadline_count = sum(e.deadline is not None for e in self.entries.values())
+        self.by_priority = dict(Counter(e.priority for e in self.entries.values()))
         self._recount()
         self._compact_if_sparse()
 
@@ -316,9 +327,18 @@ class QueueBase:
 
     def _forget(self, entry: Entry) -> None:
         del self.entries[entry.future]
+        self._uncount(entry.priority)
         entry.queued = False
         if entry.deadline is not None:
             self.deadline_count -= 1
+
+    def _uncount(self, priority: Number) -> None:
+        by_priority = self.by_priority
+        left = by_priority[priority] - 1
+        if left:
+            by_priority[priority] = left
+        else:
+            del by_priority[priority]
 
     def _compact_if_sparse(self) -> None:
         # Each sweep is paid for by the removals that made the tombstones: O(1) amortised.
@@ -334,6 +354,9 @@ class QueueBase:
         live = self._check_order()
         assert len({id(entry) for entry in live}) == len(live), "an entry is stored twice"
         assert len(live) == len(self.entries), "live count differs from what is stored"
+        counted = Counter(entry.priority for entry in self.entries.values())
+        assert self.by_priority == counted, "queued tasks by priority miscounted"
+        assert all(self.by_priority.values()), "a priority counted with no task queued"
         keys = [entry.key for entry in self._live_in_order()]
         assert keys == sorted(keys), "live entries do not come out in key order"
         for entry in live:

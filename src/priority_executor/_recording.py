@@ -71,7 +71,7 @@ class Tally:
         if figures is None:
             if len(self.classes) >= MAX_CLASSES:
                 return self.other
-            figures = self.classes[priority] = ClassFigures(_plain(priority))
+            figures = self.classes[priority] = ClassFigures(plain_priority(priority))
         return figures
 
     def add(self, outcome: str, priority: Number) -> None:
@@ -151,8 +151,8 @@ class Tally:
         assert len(self.classes) <= MAX_CLASSES, "more classes than MAX_CLASSES"
 
 
-def _plain(priority: Number) -> PriorityClass:
-    """``priority`` as a plain int or float (an IntEnum member becomes its int)."""
+def plain_priority(priority: Number) -> PriorityClass:
+    """``priority`` as a plain int or float (an IntEnum member becomes its int): a class key."""
     if isinstance(priority, int):
         return int(priority)
     value = float(priority)

@@ -1,0 +1,149 @@
+"""A Prometheus collector for the package's executors (the ``prometheus`` extra).
+
+    from prometheus_client import REGISTRY
+    from priority_executor.prometheus import PoolCollector
+
+    REGISTRY.register(PoolCollector(pool, name="api"))
+
+Everything is read at scrape time from one ``statistics()`` snapshot per pool: the collector
+costs the pool nothing per task. Several pools go in one collector (``collector.add(other,
+name="batch")``), since a registry takes each metric name once. A collector holds its pools
+weakly: a pool that is gone is no longer reported.
+
+==================================  =========  =======  =======================================
+metric                              kind       unit     labels
+==================================  =========  =======  =======================================
+``executor_queue_wait_seconds``     histogram  seconds  ``executor``, ``priority``
+``executor_task_duration_seconds``  histogram  seconds  ``executor``, ``priority``
+``executor_queued``                 gauge      tasks    ``executor``, ``priority``
+``executor_active``                 gauge      tasks    ``executor``
+``executor_workers``                gauge      threads  ``executor``
+``executor_tasks_total``            counter    tasks    ``executor``, ``priority``, ``outcome``
+==================================  =========  =======  =======================================
+
+The histograms' buckets (``BUCKETS``) run from 1 µs to an hour, read off the pool's own
+histogram: a count at a bound is exact to the pool's resolution (1.6 %).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from ._distribution import EXPORT_BOUNDS, Distribution
+from ._recording import OUTCOMES, PriorityClass, plain_priority
+from ._stats import ExecutorStatistics
+
+#: The histograms' upper bounds, in seconds: queue waits from 1 µs to an hour.
+BUCKETS = EXPORT_BOUNDS
+
+
+class PoolCollector(Collector):
+    """Collects the metrics of the module docstring from one or more pools."""
+
+    def __init__(self, pool: Optional[Any] = None, *, name: Optional[str] = None) -> None:
+        """``pool``: a ``PriorityThreadPoolExecutor`` or ``PriorityExecutor`` (or none yet);
+        ``name``: its ``executor`` label (default: its thread name prefix, or ``"executor"``).
+        """
+        self._pools: list[tuple[weakref.ReferenceType[Any], str]] = []
+        if pool is not None:
+            self.add(pool, name=name)
+
+    def add(self, pool: Any, *, name: Optional[str] = None) -> None:
+        """Report ``pool`` too, under ``name``.
+
+        Raises:
+            ValueError: a pool of this collector already has that name.
+        """
+        label = name if name is not None else _default_name(pool)
+        if any(taken == label for _, taken in self._pools):
+            raise ValueError(f"this collector already reports an executor named {label!r}")
+        self._pools.append((weakref.ref(pool), label))
+
+    def describe(self) -> list[Any]:
+        """The metric names, for the registry's check that no other collector has them."""
+        return list(self._families().values())
+
+    def collect(self) -> Iterator[Any]:
+        """One snapshot of every pool, as metric families."""
+        families = self._families()
+        for ref, label in self._pools:
+            pool = ref()
+            if pool is not None:
+                _fill(families, label, pool.statistics())
+        yield from families.values()
+
+    def _families(self) -> dict[str, Any]:
+        by_priority = ["executor", "priority"]
+        return {
+            "wait": HistogramMetricFamily(
+                "executor_queue_wait_seconds",
+                "How long tasks waited in the queue, from submit to start.",
+                labels=by_priority,
+                unit="seconds",
+            ),
+            "run": HistogramMetricFamily(
+                "executor_task_duration_seconds",
+                "How long tasks ran, from start until their future was settled.",
+                labels=by_priority,
+                unit="seconds",
+            ),
+            "queued": GaugeMetricFamily(
+                "executor_queued", "Tasks waiting in the queue now.", labels=by_priority
+            ),
+            "active": GaugeMetricFamily(
+                "executor_active", "Tasks running now.", labels=["executor"]
+            ),
+            "workers": GaugeMetricFamily(
+                "executor_workers",
+                "Worker threads started and not exited (for a thread pool).",
+                labels=["executor"],
+            ),
+            "tasks": CounterMetricFamily(
+                "executor_tasks",
+                "Tasks that ended (or were refused), by how.",
+                labels=[*by_priority, "outcome"],
+            ),
+        }
+
+
+def _fill(families: dict[str, Any], label: str, stats: ExecutorStatistics) -> None:
+    for key, distribution in stats.wait.items():
+        _histogram(families["wait"], [label, str(key)], distribution)
+    for key, distribution in stats.run.items():
+        _histogram(families["run"], [label, str(key)], distribution)
+    for priority, count in stats.queued_by_priority.items():
+        families["queued"].add_metric([label, str(plain_priority(priority))], count)
+    families["active"].add_metric([label], stats.running)
+    families["workers"].add_metric([label], stats.workers)
+    _outcomes(families["tasks"], label, stats.outcomes)
+
+
+def _histogram(family: Any, labels: list[str], distribution: Distribution) -> None:
+    cumulative = distribution.at_most(BUCKETS)
+    buckets = [(_bound(b), n) for b, n in zip(BUCKETS, cumulative)]
+    buckets.append(("+Inf", distribution.count))
+    family.add_metric(labels, buckets, sum_value=distribution.total)
+
+
+def _outcomes(family: Any, label: str, outcomes: Mapping[PriorityClass, Mapping[str, int]]) -> None:
+    for key, counts in outcomes.items():
+        for outcome in OUTCOMES:
+            family.add_metric([label, str(key), outcome], counts[outcome])
+
+
+def _bound(value: float) -> str:
+    return repr(float(value))
+
+
+def _default_name(pool: Any) -> str:
+    prefix = getattr(pool, "_thread_name_prefix", None)
+    return prefix if isinstance(prefix, str) and prefix else "executor"

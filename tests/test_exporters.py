@@ -1,0 +1,194 @@
+"""The Prometheus collector and the OpenTelemetry instruments, read by the real libraries.
+
+Each test skips, and says why, where its library is not installed (``pip install -e
+".[prometheus,otel]"``; the SDK comes with the ``clients`` extra). A fake clock makes the
+reported waits and durations exact.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import TIMEOUT, FakeClock
+from priority_executor import Priority
+from priority_executor._distribution import EXPORT_BOUNDS
+from support import KINDS, AnyPool, make_pool
+
+
+@pytest.fixture
+def scripted(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[AnyPool]:
+    """A pool after a known script: a HIGH task waited 2 s and ran 0.5 s; a NORMAL one
+    waited 2.5 s and failed at once; one LOW was cancelled; two LOW are queued (paused)."""
+    pool = make_pool(request.param, 1, clock=clock)
+    clock.attach(pool)
+    pool.pause()
+    ok = pool.submit(lambda: clock.advance(0.5), priority=Priority.HIGH)
+    failing = pool.submit(lambda: 1 / 0)
+    pool.submit(str, priority=Priority.LOW).cancel()
+    clock.advance(2.0)
+    pool.resume()
+    ok.result(TIMEOUT)
+    failing.exception(TIMEOUT)
+    assert pool.join(TIMEOUT)
+    pool.pause()
+    pool.submit(str, priority=Priority.LOW)
+    pool.submit(str, priority=Priority.LOW)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pools() -> Any:
+    return pytest.mark.parametrize("scripted", KINDS, indirect=True)
+
+
+# -- Prometheus -----------------------------------------------------------------------------
+
+
+def scrape(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, parsed back by prometheus_client's own parser."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = generate_latest(registry).decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+@pools()
+def test_a_prometheus_scrape_reports_waits_durations_backlog_and_outcomes(
+    scripted: AnyPool,
+) -> None:
+    prometheus_client = pytest.importorskip(
+        "prometheus_client", reason="prometheus_client is not installed (the prometheus extra)"
+    )
+    from priority_executor.prometheus import PoolCollector
+
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(PoolCollector(scripted, name="api"))
+    samples = scrape(registry)
+
+    def sample(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted({"executor": "api", **labels}.items())))]
+
+    assert sample("executor_queue_wait_seconds_count", priority="1") == 1
+    assert sample("executor_queue_wait_seconds_sum", priority="1") == 2.0
+    assert sample("executor_queue_wait_seconds_sum", priority="0") == 2.5
+    assert sample("executor_queue_wait_seconds_bucket", priority="1", le="1.0") == 0
+    assert sample("executor_queue_wait_seconds_bucket", priority="1", le="2.5") == 1
+    assert sample("executor_queue_wait_seconds_bucket", priority="1", le="+Inf") == 1
+    assert sample("executor_task_duration_seconds_sum", priority="1") == 0.5
+    assert sample("executor_task_duration_seconds_bucket", priority="1", le="0.25") == 0
+    assert sample("executor_task_duration_seconds_bucket", priority="1", le="0.5") == 1
+    assert sample("executor_queued", priority="-1") == 2
+    assert sample("executor_active") == 0
+    assert sample("executor_tasks_total", priority="1", outcome="completed") == 1
+    assert sample("executor_tasks_total", priority="0", outcome="failed") == 1
+    assert sample("executor_tasks_total", priority="-1", outcome="cancelled") == 1
+    bounds = {
+        float(dict(labels)["le"])
+        for name, labels in samples
+        if name == "executor_queue_wait_seconds_bucket"
+    }
+    assert bounds == {*EXPORT_BOUNDS, float("inf")}
+
+
+def test_one_prometheus_collector_reports_several_pools_and_forgets_dropped_ones() -> None:
+    prometheus_client = pytest.importorskip(
+        "prometheus_client", reason="prometheus_client is not installed (the prometheus extra)"
+    )
+    from priority_executor.prometheus import PoolCollector
+
+    registry = prometheus_client.CollectorRegistry()
+    api, batch = make_pool("threads", 1), make_pool("front", 1)
+    collector = PoolCollector(api, name="api")
+    collector.add(batch, name="batch")
+    with pytest.raises(ValueError, match="already reports an executor named 'api'"):
+        collector.add(batch, name="api")
+    registry.register(collector)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(PoolCollector(api, name="other"))
+    api.submit(str).result(TIMEOUT)
+    batch.submit(str).result(TIMEOUT)
+    assert api.join(TIMEOUT)
+    assert batch.join(TIMEOUT)
+    names = {
+        dict(labels)["executor"] for name, labels in scrape(registry) if name == "executor_active"
+    }
+    assert names == {"api", "batch"}
+    batch.shutdown(wait=True)
+    del batch
+    gc.collect()
+    names = {
+        dict(labels)["executor"] for name, labels in scrape(registry) if name == "executor_active"
+    }
+    assert names == {"api"}
+    api.shutdown(wait=True)
+
+
+# -- OpenTelemetry --------------------------------------------------------------------------
+
+
+def read(reader: Any) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+@pools()
+def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
+    scripted: AnyPool, clock: FakeClock
+) -> None:
+    sdk_metrics = pytest.importorskip(
+        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
+    )
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    from priority_executor.otel import instrument
+
+    reader = export.InMemoryMetricReader()
+    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    instrumentation = instrument(scripted, name="api", meter_provider=provider)
+    scripted.resume()
+    assert scripted.join(TIMEOUT)  # the two LOW tasks run, instrumented, at once
+    points = read(reader)
+
+    def point(name: str, **attributes: str) -> Any:
+        wanted = {"executor.name": "api", **attributes}
+        found = [p for p in points[name] if dict(p.attributes) == wanted]
+        assert len(found) == 1, (name, attributes, points[name])
+        return found[0]
+
+    wait = point("executor.queue.wait", priority="-1")
+    assert (wait.count, wait.sum) == (2, 0.0)
+    assert tuple(wait.explicit_bounds) == EXPORT_BOUNDS
+    assert point("executor.task.duration", priority="-1").count == 2
+    assert point("executor.active").value == 0
+    assert point("executor.tasks", priority="1", outcome="completed").value == 1
+    assert point("executor.tasks", priority="-1", outcome="completed").value == 2
+    assert point("executor.tasks", priority="-1", outcome="cancelled").value == 1
+    # The tasks run before instrument() are in the counts, not in the histograms.
+    assert all(p.attributes["priority"] == "-1" for p in points["executor.queue.wait"])
+
+    scripted.pause()
+    scripted.submit(str, priority=Priority.LOW)
+    assert "executor.queued" not in points  # nothing was queued when it was read
+    points = read(reader)
+    assert point("executor.queued", priority="-1").value == 1
+    instrumentation.remove()
+    scripted.resume()
+    assert scripted.join(TIMEOUT)
+    points = read(reader)
+    assert point("executor.task.duration", priority="-1").count == 2  # not recorded any more
+    provider.shutdown()
