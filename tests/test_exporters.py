@@ -43,8 +43,8 @@ def scripted(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[AnyPo
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def pools() -> Any:
-    return pytest.mark.parametrize("scripted", KINDS, indirect=True)
+#: Both executors, for the ``scripted`` fixture.
+pools = pytest.mark.parametrize("scripted", KINDS, indirect=True)
 
 
 # -- Prometheus -----------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def scrape(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
     return samples
 
 
-@pools()
+@pools
 def test_a_prometheus_scrape_reports_waits_durations_backlog_and_outcomes(
     scripted: AnyPool,
 ) -> None:
@@ -147,7 +147,7 @@ def read(reader: Any) -> dict[str, list[Any]]:
     return points
 
 
-@pools()
+@pools
 def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
     scripted: AnyPool, clock: FakeClock
 ) -> None:
