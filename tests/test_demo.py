@@ -49,8 +49,10 @@ def test_json_output_reports_every_class_of_both_pools(capsys: pytest.CaptureFix
     assert results["workload"]["workers"] == 2
     assert results["workload"]["seconds_per_pool"] == 0.5
     assert list(results["pools"]) == list(POOLS)
-    for data in results["pools"].values():
-        assert set(data) == {"elapsed_s", "classes", "deadlines"}
+    for name, data in results["pools"].items():
+        ours = name == "PriorityThreadPoolExecutor"
+        extra = {"statistics"} if ours else set()
+        assert set(data) == {"elapsed_s", "classes", "deadlines", *extra}
         assert data["elapsed_s"] > 0
         assert list(data["classes"]) == [*CLASSES, "all"]
         for kind, stats in data["classes"].items():
@@ -61,6 +63,15 @@ def test_json_output_reports_every_class_of_both_pools(capsys: pytest.CaptureFix
         assert classes["LOW+deadline"]["submitted"] > 0
         for key in ("submitted", "count", "expired", "dropped"):
             assert classes["all"][key] == sum(classes[kind][key] for kind in CLASSES)
+        if ours:
+            # What the pool recorded itself agrees with the demo's own bookkeeping.
+            recorded = data["statistics"]
+            assert set(recorded) == {"HIGH", "LOW"}
+            assert recorded["HIGH"]["wait_ms"]["count"] == classes["HIGH"]["count"]
+            low_ran = classes["LOW"]["count"] + classes["LOW+deadline"]["count"]
+            assert recorded["LOW"]["outcomes"]["completed"] == low_ran
+            low_expired = classes["LOW+deadline"]["expired"]
+            assert recorded["LOW"]["outcomes"]["expired"] == low_expired
     assert results["conclusion"].startswith("HIGH p99 wait: ")
 
 
@@ -78,8 +89,19 @@ def test_table_output_without_a_terminal_has_no_progress_line(
     ]
     for pool in POOLS:
         assert pool in lines
-    rows = [line.split()[0] for line in lines if line.startswith("  ")]
+    recorded_at = lines.index(f"{POOLS[1]}.statistics(), as the pool recorded it by priority:")
+    rows = [line.split()[0] for line in lines[:recorded_at] if line.startswith("  ")]
     assert [kind for kind in rows if kind in (*CLASSES, "all")] == [*CLASSES, "all"] * 2
+    # The pool's own figures, one row per priority it saw: HIGH and LOW (deadline jobs are LOW).
+    assert lines[recorded_at + 1].split() == [
+        *("priority", "started", "wait", "p50", "wait", "p90", "wait", "p99", "task", "p50"),
+        "outcomes",
+    ]
+    assert [line.split()[0] for line in lines[recorded_at + 2 : recorded_at + 4]] == [
+        "HIGH",
+        "LOW",
+    ]
+    assert "completed" in lines[recorded_at + 2]
     assert lines[-1].startswith("HIGH p99 wait: ")
 
 

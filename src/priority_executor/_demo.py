@@ -25,8 +25,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Optional, TextIO
 
+from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
 from ._policy import Priority
+from ._recording import PriorityClass
+from ._stats import ExecutorStatistics
 
 #: A HIGH request arrives this often, in seconds, and takes this long (uniform, seconds).
 HIGH_INTERVAL = 0.005
@@ -154,7 +157,10 @@ class Phase:
         finally:
             stopped = time.perf_counter()
             self.pool.shutdown(wait=True, cancel_futures=True)
-        return self._summarise(stopped, time.perf_counter() - start)
+        result = self._summarise(stopped, time.perf_counter() - start)
+        if isinstance(self.pool, PriorityThreadPoolExecutor):
+            result["statistics"] = recorded(self.pool.statistics())
+        return result
 
     def _wait(
         self, start: float, end: float, step: str, progress: Optional[Callable[[str], None]]
@@ -207,6 +213,39 @@ class Phase:
                 "tasks_per_s": round(len(ran) / elapsed, 1),
             }
         return {"elapsed_s": round(elapsed, 3), "classes": result}
+
+
+def recorded(stats: ExecutorStatistics) -> Stats:
+    """What the pool recorded itself, by priority class: waits, run times, outcomes (ms)."""
+
+    def figures(distribution: Distribution) -> Stats:
+        return {
+            "count": distribution.count,
+            **{
+                name: None if value is None else round(value * 1000, 3)
+                for name, value in (
+                    ("mean", distribution.mean),
+                    ("p50", distribution.p50),
+                    ("p90", distribution.p90),
+                    ("p99", distribution.p99),
+                    ("max", distribution.max),
+                )
+            },
+        }
+
+    def name(key: PriorityClass) -> str:
+        if isinstance(key, int) and key in {member.value for member in Priority}:
+            return Priority(key).name
+        return str(key)
+
+    return {
+        name(key): {
+            "wait_ms": figures(stats.wait[key]) if key in stats.wait else None,
+            "run_ms": figures(stats.run[key]) if key in stats.run else None,
+            "outcomes": dict(stats.outcomes[key]),
+        }
+        for key in stats.outcomes
+    }
 
 
 def _percentile(sorted_seconds: list[float], q: float) -> Optional[float]:
@@ -269,6 +308,15 @@ class _ProgressLine:
         self.width = len(text)
 
 
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as text columns: the first left-aligned, the others right; one-cell rows as is."""
+    widths = [max(len(row[i]) for row in rows if len(row) > 1) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+        for row in rows
+    ]
+
+
 def _ms(value: Optional[float]) -> str:
     if value is None:
         return "n/a"
@@ -294,11 +342,32 @@ def format_report(results: Stats) -> str:
                     f"{c['tasks_per_s']:.0f}",
                 )
             )
-    widths = [max(len(row[i]) for row in rows if len(row) > 1) for i in range(len(head) + 1)]
-    table = [
-        "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
-        for row in rows
+    table = _aligned(rows)
+    recorded_rows: list[tuple[str, ...]] = [
+        ("priority", "started", "wait p50", "wait p90", "wait p99", "task p50", "outcomes")
     ]
+    for level, figures in results["pools"][POOLS[1]].get("statistics", {}).items():
+        wait, task = figures["wait_ms"] or {}, figures["run_ms"] or {}
+        outcomes = ", ".join(f"{n} {k}" for k, n in figures["outcomes"].items() if n)
+        recorded_rows.append(
+            (
+                "  " + level,
+                str(wait.get("count", 0)),
+                *(_ms(wait.get(p)) for p in ("p50", "p90", "p99")),
+                _ms(task.get("p50")),
+                outcomes,
+            )
+        )
+    recorded = (
+        [
+            "",
+            f"{POOLS[1]}.statistics(), as the pool recorded it by priority:",
+            *_aligned(recorded_rows),
+            "task: start to done, on the pool's clock; LOW includes LOW+deadline.",
+        ]
+        if len(recorded_rows) > 1
+        else []
+    )
     return "\n".join(
         [
             f"{w['workers']} workers, {w['seconds_per_pool']:g} s per pool: a HIGH request every"
@@ -311,6 +380,7 @@ def format_report(results: Stats) -> str:
             "wait: submit to start. run: submit to done. dropped: still queued at the end.",
             f"* {POOLS[0]} has no queue deadlines: emulated by skipping a job",
             "  found late when a worker picks it up.",
+            *recorded,
             "",
             f"{results['conclusion']} ({POOLS[0]} -> {POOLS[1]})",
         ]
