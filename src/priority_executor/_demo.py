@@ -244,8 +244,13 @@ def recorded(stats: ExecutorStatistics) -> Stats:
             "run_ms": figures(stats.run[key]) if key in stats.run else None,
             "outcomes": dict(stats.outcomes[key]),
         }
-        for key in stats.outcomes
+        for key in sorted(stats.outcomes, key=_highest_first)
     }
+
+
+def _highest_first(key: PriorityClass) -> tuple[bool, float]:
+    """Sort key for priority classes: highest priority first, the shared class last."""
+    return (isinstance(key, str), 0.0 if isinstance(key, str) else -float(key))
 
 
 def _percentile(sorted_seconds: list[float], q: float) -> Optional[float]:
