@@ -15,6 +15,7 @@ import pytest
 
 from priority_executor import Distribution
 from priority_executor._distribution import (
+    BATCH,
     BUCKETS,
     LOWEST,
     SUB_BUCKETS,
@@ -197,3 +198,25 @@ def test_a_distribution_is_frozen() -> None:
     ):
         del distribution.total
     assert distribution.count == 1
+
+
+@pytest.mark.parametrize("n", [1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH + 17])
+def test_batches_count_each_value_in_the_bucket_it_has_alone(n: int) -> None:
+    """Folding a sorted batch puts every value where ``bucket_of`` puts it, across batches."""
+    rng = random.Random(n)
+    edges = [LOWEST, math.nextafter(LOWEST, 0.0), 2.0**12, math.nextafter(2.0**12, 0.0)]
+    specials = [0.0, -1e-3, -0.0, 1e9, *edges, *(bucket_bounds(i)[0] for i in range(1, 40))]
+    values = [rng.choice([*specials, rng.uniform(0, 2e-5), *log_uniform(rng, 1)]) for _ in range(n)]
+    histogram = Histogram()
+    expected = [0] * BUCKETS
+    for value in values:
+        histogram.record(value)
+        expected[bucket_of(max(value, 0.0))] += 1
+        assert len(histogram.pending) < BATCH  # never more than a batch is held
+        assert histogram.count == sum(expected)
+    snapshot = histogram.snapshot()
+    assert histogram.pending == []
+    clamped = [max(value, 0.0) for value in values]
+    alone = Distribution(expected, n, snapshot.total, min(clamped), max(clamped))
+    assert snapshot == alone  # buckets, count, min, max
+    assert snapshot.total == pytest.approx(math.fsum(clamped), rel=1e-12)  # summed per batch

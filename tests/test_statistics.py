@@ -26,6 +26,7 @@ from priority_executor import (
     PriorityThreadPoolExecutor,
     QueueFullError,
 )
+from priority_executor._queue import KEEP_ZEROS
 from priority_executor._recording import OUTCOMES
 from support import (
     FAR,
@@ -243,3 +244,20 @@ def test_repr_shows_the_state_and_live_counts(gate: Gate) -> None:
         run_to_idle(pool, gate)
         pool.shutdown()
         assert repr(pool) == f"<{name} shutdown max_workers=1 threads=1 queued=0 running=0>"
+
+
+def test_queued_by_priority_stays_small_when_every_priority_is_new() -> None:
+    """Priorities that are all different (a timestamp) leave at most KEEP_ZEROS empty keys."""
+    with PriorityThreadPoolExecutor(max_workers=1) as pool:
+        for round_ in range(3):
+            gate = Gate()
+            blocker = hold_worker(pool, gate)
+            futures: list[Future[Any]] = [blocker]
+            for i in range(3 * KEEP_ZEROS):
+                futures.append(pool.submit(int, priority=round_ * 1000 + i + 0.5))
+            assert len(pool.statistics().queued_by_priority) == 3 * KEEP_ZEROS
+            gate.open()
+            assert not wait(futures, TIMEOUT).not_done
+            pool._check_invariants()  # it asserts that at most KEEP_ZEROS zero counts are kept
+            assert len(pool._admission.queue.by_priority) <= KEEP_ZEROS
+            assert pool.statistics().queued_by_priority == {}

@@ -420,8 +420,12 @@ class Admission(Generic[RunnerT]):
         if entry is not None:
             self.running += 1
             self.jumped = 0.0  # the best task has left the queue
-            if not as_work_queue:
-                self._started_locked(entry)
+            if not as_work_queue:  # stamped for its wait and run, recorded when it ends
+                try:
+                    entry.started = self.clock()
+                except Exception as exc:
+                    self.clock_errors.append(exc)
+                    entry.started = math.nan
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
             counted = not as_work_queue and (limited or entry.group is not None)
@@ -447,14 +451,6 @@ class Admission(Generic[RunnerT]):
         wake = self.limits.next_wake()
         if self.timer.needs_signal_locked(wake):
             self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
-
-    def _started_locked(self, entry: Entry) -> None:
-        """Stamp a task that starts now; its wait and run are recorded when it ends."""
-        try:
-            entry.started = self.clock()
-        except Exception as exc:
-            self.clock_errors.append(exc)
-            entry.started = math.nan
 
     def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel).
@@ -485,16 +481,16 @@ class Admission(Generic[RunnerT]):
 
     def _ended_locked(self, outcome: Outcome, entry: Entry) -> None:
         """Count a started task's outcome, and its run time if it ran."""
-        tally = self.tally
-        tally.add(outcome, entry.priority)
-        if outcome == "completed" or outcome == "failed":
-            try:
-                now = self.clock()
-            except Exception as exc:
-                self.clock_errors.append(exc)
-                now = math.nan
-            started = entry.started
-            tally.ran(entry.priority, started - entry.queued_at, now - started)
+        if outcome != "completed" and outcome != "failed":  # it never ran (a cancel won)
+            self.tally.add(outcome, entry.priority)
+            return
+        try:
+            now = self.clock()
+        except Exception as exc:
+            self.clock_errors.append(exc)
+            now = math.nan
+        started = entry.started
+        self.tally.ran(outcome, entry.priority, started - entry.queued_at, now - started)
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""

@@ -216,7 +216,9 @@ class AdmissionControl(Admission[RunnerT]):
             return ExecutorStatistics(
                 **self.runner.capacity_locked(),
                 queued=len(self.queue),
-                queued_by_priority=dict(sorted(queue.by_priority.items(), reverse=True)),
+                queued_by_priority={
+                    p: n for p, n in sorted(queue.by_priority.items(), reverse=True) if n
+                },
                 running=self.running,
                 workers=workers,
                 idle_workers=idle,

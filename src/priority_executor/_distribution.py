@@ -10,7 +10,8 @@ exact minimum and maximum. Values below ``LOWEST`` (zero waits among them) share
 values from 2**12 s up another; for those a quantile is only bounded by the minimum and
 maximum.
 
-Recording is a few arithmetic operations and one list increment: no object is kept per value.
+Recording is one list append: values are counted in their buckets a sorted batch at a time
+(``BATCH``), so no more than a batch is ever held.
 ``count``, ``total``, ``min`` and ``max`` are kept exactly beside the buckets.
 
 :class:`Histogram` is the mutable recorder, guarded by its scheduler's lock;
@@ -21,6 +22,7 @@ snapshots) and add (a merge).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Optional
 
@@ -65,35 +67,74 @@ def bucket_bounds(index: int) -> tuple[float, float]:
     return base * (1 + sub / SUB_BUCKETS), base * (1 + (sub + 1) / SUB_BUCKETS)
 
 
-class Histogram:
-    """A distribution being recorded; not thread-safe: its scheduler's lock guards it."""
+#: Each bucket's upper bound (open): where the next bucket starts.
+_UPPER = tuple(bucket_bounds(index)[1] for index in range(BUCKETS))
 
-    __slots__ = ("buckets", "count", "max", "min", "total")
+
+#: Values a Histogram holds as they came before it counts them in its buckets. Counting a
+#: sorted batch takes one ``bisect`` per bucket the batch spans, where counting values one by
+#: one takes a bucket computation each: recording a task is then one list append.
+BATCH = 512
+
+
+class Histogram:
+    """A distribution being recorded; not thread-safe: its scheduler's lock guards it.
+
+    ``add(value)`` (a bound ``list.append``: no Python frame) records one value, in seconds;
+    whoever adds calls :meth:`fold` once ``pending`` holds ``BATCH`` values or more, so that
+    a histogram never holds more than that many values. A negative value (a clock gone back)
+    counts as zero.
+    """
+
+    __slots__ = ("_count", "add", "buckets", "max", "min", "pending", "total")
 
     def __init__(self) -> None:
         self.buckets = [0] * BUCKETS
-        self.count = 0
+        self._count = 0  # folded into the buckets
         self.total = 0.0
         self.min = math.inf
         self.max = -math.inf
+        self.pending: list[float] = []
+        self.add = self.pending.append
+
+    @property
+    def count(self) -> int:
+        """The values recorded, folded or pending."""
+        return self._count + len(self.pending)
 
     def record(self, value: float) -> None:
-        """Count one value, in seconds; a negative one (a clock gone back) counts as zero."""
-        if value < 0.0:
-            value = 0.0
-        self.buckets[bucket_of(value)] += 1
-        self.count += 1
-        self.total += value
-        if value < self.min:
-            self.min = value
-        if value > self.max:
-            self.max = value
+        """Record one value and fold if the batch is full: ``add`` for callers off the hot path."""
+        self.add(value)
+        if len(self.pending) >= BATCH:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the pending values: in the buckets, ``count``, ``total``, ``min`` and ``max``."""
+        pending = self.pending
+        if not pending:
+            return
+        pending.sort()
+        n = len(pending)
+        zeros = bisect_left(pending, 0.0)  # below zero: a clock gone back, counted as zero
+        low = 0.0 if zeros else pending[0]
+        self.total += math.fsum(pending[zeros:]) if zeros else math.fsum(pending)
+        self.min = min(self.min, low)
+        self.max = max(self.max, pending[-1], 0.0)
+        buckets, start = self.buckets, 0
+        while start < n:
+            index = bucket_of(max(pending[start], 0.0))
+            end = n if index == _TOP else bisect_left(pending, _UPPER[index], start)
+            buckets[index] += end - start
+            start = end
+        self._count += n
+        pending.clear()
 
     def snapshot(self) -> Distribution:
         """A frozen copy of what was recorded so far."""
-        if not self.count:
+        self.fold()
+        if not self._count:
             return EMPTY
-        return Distribution(tuple(self.buckets), self.count, self.total, self.min, self.max)
+        return Distribution(tuple(self.buckets), self._count, self.total, self.min, self.max)
 
 
 class Distribution:

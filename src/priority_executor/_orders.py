@@ -66,7 +66,10 @@ class TaskQueue(QueueBase):
                         del buckets[heapq.heappop(levels)]
                     # _forget() and the sweep check, inlined on the hottest path.
                     del self.entries[entry.future]
-                    self._uncount(entry.priority)
+                    by_priority = self.by_priority  # _uncount(), inlined
+                    left = by_priority[entry.priority] = by_priority[entry.priority] - 1
+                    if not left and len(by_priority) > _queue.KEEP_ZEROS:
+                        del by_priority[entry.priority]
                     entry.queued = False
                     if entry.deadline is not None:
                         self.deadline_count -= 1

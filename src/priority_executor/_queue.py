@@ -51,6 +51,8 @@ from ._policy import Number, is_due
 
 #: Tombstones tolerated beyond the live count before the queue is swept.
 COMPACT_SLACK = 64
+#: Priorities whose queued count fell to zero that ``by_priority`` may keep as keys.
+KEEP_ZEROS = 64
 
 #: The keyword arguments of every task submitted without any; never mutated (``**`` copies).
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
@@ -143,8 +145,10 @@ class QueueBase:
     def __init__(self) -> None:
         self.stored = 0  # entries stored by the ordering, tombstones included
         self.entries: dict[Future[Any], Entry] = {}
-        # Live entries by priority (no zero counts), so that statistics() and exporters read
-        # the backlog by priority in O(distinct priorities), not O(n).
+        # Live entries by priority, so that statistics() and exporters read the backlog by
+        # priority in O(distinct priorities), not O(n). A priority whose count falls to zero
+        # keeps its key (the next task of it would add it again) unless KEEP_ZEROS keys are
+        # held: priorities that are all different (a timestamp) cannot grow it for ever.
         self.by_priority: dict[Number, int] = {}
         self.deadlines: list[tuple[float, int, Entry]] = []
         self.deadline_count = 0
@@ -317,7 +321,7 @@ class QueueBase:
             del self.entries[entry.future]
         entry.queued = False
         self.deadline_count = sum(e.deadline is not None for e in self.entries.values())
-        self.by_priority = dict(Counter(e.priority for e in self.entries.values()))
+        self.by_priority = dict(Counter(e.priority for e in self.entries.values()))  # no zeros
         self._recount()
         self._compact_if_sparse()
 
@@ -334,10 +338,8 @@ class QueueBase:
 
     def _uncount(self, priority: Number) -> None:
         by_priority = self.by_priority
-        left = by_priority[priority] - 1
-        if left:
-            by_priority[priority] = left
-        else:
+        left = by_priority[priority] = by_priority[priority] - 1
+        if not left and len(by_priority) > KEEP_ZEROS:
             del by_priority[priority]
 
     def _compact_if_sparse(self) -> None:
@@ -355,8 +357,10 @@ class QueueBase:
         assert len({id(entry) for entry in live}) == len(live), "an entry is stored twice"
         assert len(live) == len(self.entries), "live count differs from what is stored"
         counted = Counter(entry.priority for entry in self.entries.values())
-        assert self.by_priority == counted, "queued tasks by priority miscounted"
-        assert all(self.by_priority.values()), "a priority counted with no task queued"
+        by_priority = {p: n for p, n in self.by_priority.items() if n}
+        assert by_priority == counted, "queued tasks by priority miscounted"
+        zeros = len(self.by_priority) - len(by_priority)
+        assert zeros <= KEEP_ZEROS, "more priorities kept at zero than KEEP_ZEROS"
         keys = [entry.key for entry in self._live_in_order()]
         assert keys == sorted(keys), "live entries do not come out in key order"
         for entry in live:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Optional, Union
 
-from ._distribution import Distribution, Histogram
+from ._distribution import BATCH, Distribution, Histogram
 from ._policy import Number
 from ._queue import Entry
 
@@ -109,17 +109,23 @@ class Tally:
             outcomes.clear()
             outcomes.update(before)
 
-    def ran(self, priority: Number, waited: float, ran: float) -> None:
-        """A task of ``priority`` that waited ``waited`` seconds ran for ``ran`` seconds.
+    def ran(self, outcome: str, priority: Number, waited: float, ran: float) -> None:
+        """A task of ``priority`` that waited ``waited`` seconds ran ``ran`` seconds to ``outcome``.
 
-        Both are recorded when it ends, not when it starts, so that a task taken to start
-        whose claim its user's cancel won is in neither: ``wait[p].count`` is always the
+        Both times are recorded when it ends, not when it starts, so that a task taken to
+        start whose claim its user's cancel won is in neither: ``wait[p].count`` is always the
         number of tasks of the class that ran to an end. NaN (the clock raised): neither.
+        This is every task's path: a list append per time, a fold per ``BATCH`` tasks.
         """
+        figures = self.classes.get(priority) or self.of(priority)
+        figures.outcomes[outcome] += 1
         if waited == waited and ran == ran:
-            figures = self.of(priority)
-            figures.wait.record(waited)
-            figures.run.record(ran)
+            wait, run = figures.wait, figures.run
+            wait.add(waited)
+            run.add(ran)
+            if len(run.pending) >= BATCH:
+                wait.fold()
+                run.fold()
 
     def snapshot(
         self,
