@@ -192,3 +192,35 @@ def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
     points = read(reader)
     assert point("executor.task.duration", priority="-1").count == 2  # not recorded any more
     provider.shutdown()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorities(
+    kind: str,
+) -> None:
+    """Arbitrary priorities cannot grow a histogram's series: past MAX_CLASSES, "other"."""
+    sdk_metrics = pytest.importorskip(
+        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
+    )
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    from priority_executor._recording import MAX_CLASSES, OTHER
+    from priority_executor.otel import instrument
+
+    reader = export.InMemoryMetricReader()
+    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    pool = make_pool(kind, 1)
+    try:
+        instrument(pool, name="many", meter_provider=provider)
+        for priority in range(MAX_CLASSES + 4):
+            pool.submit(str, priority=priority).result(TIMEOUT)
+        assert pool.join(TIMEOUT)
+        points = read(reader)
+        for name in ("executor.queue.wait", "executor.task.duration"):
+            counts = {p.attributes["priority"]: p.count for p in points[name]}
+            first = {str(priority): 1 for priority in range(MAX_CLASSES)}
+            assert counts == {**first, OTHER: 4}, name
+        stats = pool.statistics()
+        assert {str(key): d.count for key, d in stats.wait.items()} == {**first, OTHER: 4}
+    finally:
+        pool.shutdown()
+        provider.shutdown()

@@ -33,7 +33,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ._distribution import EXPORT_BOUNDS
 from ._listeners import ListenerHandle, TaskInfo
-from ._recording import OUTCOMES, plain_priority
+from ._recording import MAX_CLASSES, OTHER, OUTCOMES, plain_priority
 
 #: The histograms' advised bucket boundaries, in seconds: from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
@@ -45,6 +45,10 @@ class Instrumentation:
     def __init__(self, pool: Any, name: str, meter: metrics.Meter) -> None:
         self._pool = weakref.ref(pool)
         self.name = name
+        # The attributes of each priority class, made once: at most MAX_CLASSES of them, as
+        # statistics() keeps, so that arbitrary priorities cannot grow a metric's series.
+        self._classes: dict[float, dict[str, Any]] = {}
+        self._other = {"executor.name": name, "priority": OTHER}
         self._removed = False
         histogram = _histogram_maker(meter)
         self._wait = histogram("executor.queue.wait", "How long tasks waited, submit to start.")
@@ -77,7 +81,13 @@ class Instrumentation:
             )
 
     def _attributes(self, priority: float) -> dict[str, Any]:
-        return {"executor.name": self.name, "priority": str(plain_priority(priority))}
+        attributes = self._classes.get(priority)
+        if attributes is None:
+            if len(self._classes) >= MAX_CLASSES:
+                return self._other
+            attributes = {"executor.name": self.name, "priority": str(plain_priority(priority))}
+            self._classes[priority] = attributes  # a race adds the same value twice: harmless
+        return attributes
 
     # -- per collection ---------------------------------------------------------------------
 
