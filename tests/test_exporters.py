@@ -147,18 +147,28 @@ def read(reader: Any) -> dict[str, list[Any]]:
     return points
 
 
-@pools
-def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
-    scripted: AnyPool, clock: FakeClock
-) -> None:
+@pytest.fixture
+def otel() -> Iterator[tuple[Any, Any]]:
+    """``(reader, provider)``: an SDK MeterProvider read by an InMemoryMetricReader."""
     sdk_metrics = pytest.importorskip(
         "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
     )
     export = pytest.importorskip("opentelemetry.sdk.metrics.export")
-    from priority_executor.otel import instrument
-
     reader = export.InMemoryMetricReader()
     provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    try:
+        yield reader, provider
+    finally:
+        provider.shutdown()
+
+
+@pools
+def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
+    scripted: AnyPool, clock: FakeClock, otel: tuple[Any, Any]
+) -> None:
+    from priority_executor.otel import instrument
+
+    reader, provider = otel
     instrumentation = instrument(scripted, name="api", meter_provider=provider)
     scripted.resume()
     assert scripted.join(TIMEOUT)  # the two LOW tasks run, instrumented, at once
@@ -191,23 +201,17 @@ def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
     assert scripted.join(TIMEOUT)
     points = read(reader)
     assert point("executor.task.duration", priority="-1").count == 2  # not recorded any more
-    provider.shutdown()
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorities(
-    kind: str,
+    kind: str, otel: tuple[Any, Any]
 ) -> None:
     """Arbitrary priorities cannot grow a histogram's series: past MAX_CLASSES, "other"."""
-    sdk_metrics = pytest.importorskip(
-        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
-    )
-    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
     from priority_executor._recording import MAX_CLASSES, OTHER
     from priority_executor.otel import instrument
 
-    reader = export.InMemoryMetricReader()
-    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    reader, provider = otel
     pool = make_pool(kind, 1)
     try:
         instrument(pool, name="many", meter_provider=provider)
@@ -223,4 +227,3 @@ def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorit
         assert {str(key): d.count for key, d in stats.wait.items()} == {**first, OTHER: 4}
     finally:
         pool.shutdown()
-        provider.shutdown()
