@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Union
 
 import pytest
 
 from conftest import TIMEOUT, Gate
-from priority_executor import PriorityThreadPoolExecutor
-from support import exact
+from priority_executor import PriorityExecutor, PriorityThreadPoolExecutor
+from support import KINDS, exact, make_pool
+from support import AnyPool as OurPool
 
 REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
 
@@ -123,9 +125,14 @@ class TestDefaultSemantics:
                 REQUEST.reset(token)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 class TestCopyContext:
-    def test_each_task_sees_its_submitters_values_as_they_were_at_submit(self, gate: Gate) -> None:
-        with PriorityThreadPoolExecutor(max_workers=1, copy_context=True) as pool:
+    """``copy_context=True``, on the pool and on a front over a thread pool alike."""
+
+    def test_each_task_sees_its_submitters_values_as_they_were_at_submit(
+        self, kind: str, gate: Gate
+    ) -> None:
+        with make_pool(kind, 1, copy_context=True) as pool:
             pool.submit(gate)
             gate.wait_started()
             futures = []
@@ -138,20 +145,28 @@ class TestCopyContext:
             gate.open()
             assert [f.result(TIMEOUT) for f in futures] == ["alice", "bob"]
 
-    def test_what_a_task_sets_does_not_leak_into_the_next_task(self) -> None:
-        with PriorityThreadPoolExecutor(max_workers=1, copy_context=True) as pool:
+    def test_what_a_task_sets_does_not_leak_into_the_next_task(self, kind: str) -> None:
+        with make_pool(kind, 1, copy_context=True) as pool:
             pool.submit(set_request, "task one").result(TIMEOUT)
             assert pool.submit(read_request).result(TIMEOUT) == "none"
         assert REQUEST.get() == "none"  # nor into the submitter
 
-    def test_tasks_run_in_the_copy_not_in_the_initializers_context(self) -> None:
-        with PriorityThreadPoolExecutor(
-            max_workers=1, copy_context=True, initializer=set_request, initargs=("init",)
-        ) as pool:
+    def test_tasks_run_in_the_copy_not_in_the_initializers_context(self, kind: str) -> None:
+        initialised = (
+            PriorityThreadPoolExecutor(
+                max_workers=1, copy_context=True, initializer=set_request, initargs=("init",)
+            )
+            if kind == "threads"
+            else PriorityExecutor(
+                ThreadPoolExecutor(1, initializer=set_request, initargs=("init",)),
+                copy_context=True,
+            )
+        )
+        with initialised as pool:
             assert pool.submit(read_request).result(TIMEOUT) == "none"
 
-    def test_views_and_map_copy_the_context_too(self) -> None:
-        with PriorityThreadPoolExecutor(max_workers=2, copy_context=True) as pool:
+    def test_views_and_map_copy_the_context_too(self, kind: str) -> None:
+        with make_pool(kind, 2, copy_context=True) as pool:
             token = REQUEST.set("caller")
             try:
                 view = pool.options(priority=1)
@@ -161,18 +176,27 @@ class TestCopyContext:
             finally:
                 REQUEST.reset(token)
 
-    def test_run_in_executor_carries_the_context_as_to_thread_does(self) -> None:
-        async def request(pool: PriorityThreadPoolExecutor, name: str) -> str:
+    def test_run_in_executor_carries_the_context_as_to_thread_does(self, kind: str) -> None:
+        async def request(pool: OurPool, name: str) -> str:
             REQUEST.set(name)  # in this asyncio task's own context
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(pool, read_request)
 
-        async def main(pool: PriorityThreadPoolExecutor) -> list[str]:
+        async def main(pool: OurPool) -> list[str]:
             return list(await asyncio.gather(request(pool, "a"), request(pool, "b")))
 
-        with PriorityThreadPoolExecutor(max_workers=1, copy_context=True) as pool:
+        with make_pool(kind, 1, copy_context=True) as pool:
             assert asyncio.run(main(pool)) == ["a", "b"]
 
+    @pytest.mark.parametrize(
+        ("value", "shown"), [("yes", "'yes' (str)"), (1, "1 (int)"), (None, "None (NoneType)")]
+    )
+    def test_copy_context_must_be_a_bool(self, kind: str, value: Any, shown: str) -> None:
+        with pytest.raises(TypeError, match=exact(f"copy_context must be a bool, got {shown}")):
+            make_pool(kind, 1, copy_context=value)
+
+
+class TestCopyContextOnThreads:
     def test_a_taken_task_runs_in_its_submitters_context(self, gate: Gate) -> None:
         with PriorityThreadPoolExecutor(max_workers=1, copy_context=True) as pool:
             pool.submit(gate)
@@ -189,9 +213,45 @@ class TestCopyContext:
         item.run()
         assert future.result(TIMEOUT) == ("message", "submitter")
 
-    @pytest.mark.parametrize(
-        ("value", "shown"), [("yes", "'yes' (str)"), (1, "1 (int)"), (None, "None (NoneType)")]
+
+class TestCopyContextOnAFront:
+    def test_is_refused_for_an_executor_that_runs_tasks_in_other_processes(self) -> None:
+        message = (
+            "copy_context=True needs an executor that runs tasks in this interpreter:"
+            " ProcessPoolExecutor runs them in other processes, where a contextvars.Context"
+            " cannot go"
+        )
+        processes = ProcessPoolExecutor(1)
+        try:
+            with pytest.raises(ValueError, match=exact(message)):
+                PriorityExecutor(processes, copy_context=True)
+            front = PriorityExecutor(processes, shutdown_executor=False)  # off: accepted
+            with pytest.raises(ValueError, match=exact(message)):  # nor through a front
+                PriorityExecutor(front, max_running=1, copy_context=True)
+            front.shutdown()
+        finally:
+            processes.shutdown()
+
+    @pytest.mark.skipif(
+        not hasattr(futures, "InterpreterPoolExecutor"), reason="InterpreterPoolExecutor: 3.14"
     )
-    def test_copy_context_must_be_a_bool(self, value: Any, shown: str) -> None:
-        with pytest.raises(TypeError, match=exact(f"copy_context must be a bool, got {shown}")):
-            PriorityThreadPoolExecutor(max_workers=1, copy_context=value)
+    def test_is_refused_for_an_interpreter_pool(self) -> None:
+        interpreters = futures.InterpreterPoolExecutor(1)  # type: ignore[attr-defined]
+        try:
+            with pytest.raises(ValueError, match="runs them in other interpreters"):
+                PriorityExecutor(interpreters, copy_context=True)
+        finally:
+            interpreters.shutdown()
+
+    def test_off_the_front_passes_tasks_as_submitted(self) -> None:
+        """Without the option the delegate gets the task itself, not a context wrapper."""
+        seen: list[Any] = []
+
+        class Recording(ThreadPoolExecutor):
+            def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+                seen.append(fn)
+                return super().submit(fn, *args, **kwargs)
+
+        with PriorityExecutor(Recording(1)) as front:
+            assert front.submit(read_request).result(TIMEOUT) == "none"
+        assert seen == [read_request]

@@ -12,6 +12,7 @@ import itertools
 import threading
 import time
 from collections.abc import Set as AbstractSet
+from concurrent import futures
 from concurrent.futures import BrokenExecutor, Executor
 from typing import Callable, Optional
 
@@ -36,6 +37,25 @@ def default_max_running(executor: object, max_running: object) -> int:
     )
 
 
+def runs_elsewhere(executor: object) -> Optional[str]:
+    """What runs ``executor``'s tasks, and where, if not in this interpreter; else None.
+
+    None for the executors known to run tasks here (thread pools) and for those it cannot
+    tell, which get the benefit of the doubt. For a front, the executor under it.
+    """
+    while isinstance(executor, PriorityExecutor):
+        executor = executor.executor
+    name = type(executor).__name__
+    interpreters = getattr(futures, "InterpreterPoolExecutor", None)  # Python 3.14
+    if interpreters is not None and isinstance(executor, interpreters):
+        return f"{name} runs them in other interpreters"
+    if isinstance(executor, futures.ProcessPoolExecutor):
+        return f"{name} runs them in other processes"
+    if type(executor).__module__.split(".")[0] == "distributed":
+        return f"{name} runs them on a Dask cluster's workers"
+    return None
+
+
 # mypy compares PriorityFront.submit, with its keywords, with Executor.submit.
 class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     """Priorities, queue deadlines and prompt cancellation in front of any executor.
@@ -58,12 +78,17 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         shutdown_executor: ``shutdown()`` (and a front collected or left at exit) shuts
             ``executor`` down once every task handed to it has finished. False leaves it
             running, for its owner to shut down.
+        copy_context: run each task in a copy of its submitter's ``contextvars`` context,
+            taken at ``submit``, as ``PriorityThreadPoolExecutor(copy_context=True)`` does.
+            Only for an executor that runs tasks in this interpreter (a thread pool): a
+            process pool, an interpreter pool or a Dask cluster cannot carry a context.
 
     Raises:
         TypeError: ``executor`` has no ``submit``; ``max_running`` is not an int (or is
             missing, for an executor without ``_max_workers``); ``clock`` is not callable;
-            ``shutdown_executor`` is not a bool.
-        ValueError: ``max_running`` is below 1.
+            ``shutdown_executor`` or ``copy_context`` is not a bool.
+        ValueError: ``max_running`` is below 1; ``copy_context=True`` for an executor
+            that runs tasks elsewhere.
     """
 
     _counter = itertools.count().__next__
@@ -81,6 +106,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         rate_limit: Optional[RateLimit] = None,
         key_limit: Optional[int] = None,
         key_rate_limit: Optional[RateLimit] = None,
+        copy_context: bool = False,
     ) -> None:
         if not callable(getattr(executor, "submit", None)):
             raise TypeError(
@@ -88,6 +114,13 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
             )
         limit = default_max_running(executor, max_running)
         close = check_flag("shutdown_executor", shutdown_executor)
+        self._copy_context = check_flag("copy_context", copy_context)
+        elsewhere = runs_elsewhere(executor)
+        if self._copy_context and elsewhere is not None:
+            raise ValueError(
+                f"copy_context=True needs an executor that runs tasks in this interpreter:"
+                f" {elsewhere}, where a contextvars.Context cannot go"
+            )
         self._executor = executor
         self._thread_name_prefix = f"PriorityExecutor-{self._counter()}"
         self._admission: AdmissionControl[DelegateRunner] = AdmissionControl.for_front(
