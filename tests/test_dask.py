@@ -187,3 +187,13 @@ def test_a_view_cannot_forward_keywords_that_dask_consumes(client: Any) -> None:
         # Dask's submit takes ``priority`` (and ``key``, ``workers``, ``pure``, ``retries``)
         # for itself: the task never sees it.
         assert view.submit(keywords, priority=5).result(TIMEOUT) == {}
+
+
+def test_copy_context_is_refused_in_front_of_a_cluster(client: Any) -> None:
+    """A ``contextvars.Context`` cannot be pickled to a worker: the front says so at once."""
+    executor = client.get_executor(pure=False)
+    try:
+        with pytest.raises(ValueError, match=r"runs them on a Dask cluster's workers, where"):
+            PriorityExecutor(executor, max_running=2, copy_context=True)
+    finally:
+        executor.shutdown()
