@@ -225,5 +225,11 @@ def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorit
             assert counts == {**first, OTHER: 4}, name
         stats = pool.statistics()
         assert {str(key): d.count for key, d in stats.wait.items()} == {**first, OTHER: 4}
+        # Queued: the priorities past the first 16 are one series, their counts summed.
+        pool.pause()
+        for priority in range(MAX_CLASSES + 4):
+            pool.submit(str, priority=priority)
+        queued = {p.attributes["priority"]: p.value for p in read(reader)["executor.queued"]}
+        assert queued == {**first, OTHER: 4}
     finally:
         pool.shutdown()

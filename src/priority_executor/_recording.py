@@ -69,10 +69,22 @@ class Tally:
         """The class that records tasks of ``priority``."""
         figures = self.classes.get(priority)
         if figures is None:
-            if len(self.classes) >= MAX_CLASSES:
+            key = self.class_of(priority)
+            if key is OTHER:
                 return self.other
-            figures = self.classes[priority] = ClassFigures(plain_priority(priority))
+            figures = self.classes[priority] = ClassFigures(key)
         return figures
+
+    def class_of(self, priority: Number) -> PriorityClass:
+        """The key under which tasks of ``priority`` are (or will be) recorded.
+
+        It only reads, and classes are never removed, so an exporter may call it without
+        the lock: a priority with a class keeps it.
+        """
+        figures = self.classes.get(priority)
+        if figures is not None:
+            return figures.key
+        return OTHER if len(self.classes) >= MAX_CLASSES else plain_priority(priority)
 
     def add(self, outcome: str, priority: Number) -> None:
         """Count a task of ``priority`` that ended as ``outcome`` (or was refused)."""

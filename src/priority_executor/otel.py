@@ -25,6 +25,7 @@ are given as advice to the SDK, whose default ones stop at 10 s. The rest is rea
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Optional
 
@@ -33,7 +34,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ._distribution import EXPORT_BOUNDS
 from ._listeners import ListenerHandle, TaskInfo
-from ._recording import MAX_CLASSES, OTHER, OUTCOMES, plain_priority
+from ._recording import OUTCOMES, PriorityClass
 
 #: The histograms' advised bucket boundaries, in seconds: from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
@@ -45,10 +46,10 @@ class Instrumentation:
     def __init__(self, pool: Any, name: str, meter: metrics.Meter) -> None:
         self._pool = weakref.ref(pool)
         self.name = name
-        # The attributes of each priority class, made once: at most MAX_CLASSES of them, as
-        # statistics() keeps, so that arbitrary priorities cannot grow a metric's series.
-        self._classes: dict[float, dict[str, Any]] = {}
-        self._other = {"executor.name": name, "priority": OTHER}
+        # Tasks are reported by the priority class the pool records them under (so at most
+        # MAX_CLASSES + 1 series, whatever the priorities), each class's attributes made once.
+        self._class_of = pool._admission.tally.class_of
+        self._attributes_of: dict[PriorityClass, dict[str, Any]] = {}
         self._removed = False
         histogram = _histogram_maker(meter)
         self._wait = histogram("executor.queue.wait", "How long tasks waited, submit to start.")
@@ -72,21 +73,19 @@ class Instrumentation:
     # -- per task, in the pool's threads ----------------------------------------------------
 
     def _started(self, info: TaskInfo) -> None:
-        self._wait.record(max(info.started - info.submitted, 0.0), self._attributes(info.priority))
+        attributes = self._attributes(self._class_of(info.priority))
+        self._wait.record(max(info.started - info.submitted, 0.0), attributes)
 
     def _finished(self, info: TaskInfo) -> None:
         if info.finished is not None:
-            self._run.record(
-                max(info.finished - info.started, 0.0), self._attributes(info.priority)
-            )
+            attributes = self._attributes(self._class_of(info.priority))
+            self._run.record(max(info.finished - info.started, 0.0), attributes)
 
-    def _attributes(self, priority: float) -> dict[str, Any]:
-        attributes = self._classes.get(priority)
-        if attributes is None:
-            if len(self._classes) >= MAX_CLASSES:
-                return self._other
-            attributes = {"executor.name": self.name, "priority": str(plain_priority(priority))}
-            self._classes[priority] = attributes  # a race adds the same value twice: harmless
+    def _attributes(self, key: PriorityClass) -> dict[str, Any]:
+        attributes = self._attributes_of.get(key)
+        if attributes is None:  # two threads may both make it: equal values, one kept
+            attributes = {"executor.name": self.name, "priority": str(key)}
+            self._attributes_of[key] = attributes
         return attributes
 
     # -- per collection ---------------------------------------------------------------------
@@ -99,10 +98,10 @@ class Instrumentation:
         stats = self._stats()
         if stats is None:
             return []
-        return [
-            Observation(count, self._attributes(priority))
-            for priority, count in stats.queued_by_priority.items()
-        ]
+        by_class: Counter[PriorityClass] = Counter()
+        for priority, count in stats.queued_by_priority.items():
+            by_class[self._class_of(priority)] += count  # several priorities may be "other"
+        return [Observation(count, self._attributes(key)) for key, count in by_class.items()]
 
     def _active(self, options: CallbackOptions) -> Iterable[Observation]:
         stats = self._stats()
