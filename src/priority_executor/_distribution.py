@@ -48,7 +48,7 @@ _OFFSET = 1 + 19 * SUB_BUCKETS - SUB_BUCKETS
 
 
 def bucket_of(value: float) -> int:
-    """The index of the bucket that counts ``value`` (seconds, non-negative)."""
+    """The index of the bucket that counts ``value`` in seconds (below LOWEST, negatives too: 0)."""
     if value < LOWEST:
         return 0
     m, e = math.frexp(value)
@@ -103,7 +103,7 @@ class Histogram:
         return self._count + len(self.pending)
 
     def record(self, value: float) -> None:
-        """Record one value and fold if the batch is full: ``add`` for callers off the hot path."""
+        """Record one value, folding a full batch (``Tally.ran`` adds to two at once instead)."""
         self.add(value)
         if len(self.pending) >= BATCH:
             self.fold()
@@ -115,14 +115,13 @@ class Histogram:
             return
         pending.sort()
         n = len(pending)
-        zeros = bisect_left(pending, 0.0)  # below zero: a clock gone back, counted as zero
-        low = 0.0 if zeros else pending[0]
-        self.total += math.fsum(pending[zeros:]) if zeros else math.fsum(pending)
-        self.min = min(self.min, low)
+        negative = bisect_left(pending, 0.0)  # a clock gone back: counted as zero
+        self.total += math.fsum(pending[negative:]) if negative else math.fsum(pending)
+        self.min = min(self.min, max(pending[0], 0.0))
         self.max = max(self.max, pending[-1], 0.0)
         buckets, start = self.buckets, 0
         while start < n:
-            index = bucket_of(max(pending[start], 0.0))
+            index = bucket_of(pending[start])  # bucket 0 for a negative value too
             end = n if index == _TOP else bisect_left(pending, _UPPER[index], start)
             buckets[index] += end - start
             start = end
