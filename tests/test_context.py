@@ -9,9 +9,9 @@ wraps ``Thread.run``; the ``inheriting_threads`` fixture imitates that on every 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import threading
-from concurrent import futures
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Union
 
@@ -233,10 +233,11 @@ class TestCopyContextOnAFront:
             processes.shutdown()
 
     @pytest.mark.skipif(
-        not hasattr(futures, "InterpreterPoolExecutor"), reason="InterpreterPoolExecutor: 3.14"
+        not hasattr(concurrent.futures, "InterpreterPoolExecutor"),
+        reason="InterpreterPoolExecutor: 3.14",
     )
     def test_is_refused_for_an_interpreter_pool(self) -> None:
-        interpreters = futures.InterpreterPoolExecutor(1)  # type: ignore[attr-defined]
+        interpreters = concurrent.futures.InterpreterPoolExecutor(1)  # type: ignore[attr-defined]
         try:
             with pytest.raises(ValueError, match="runs them in other interpreters"):
                 PriorityExecutor(interpreters, copy_context=True)
