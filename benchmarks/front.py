@@ -10,9 +10,11 @@ slots are full by then); from just before ``submit`` to the task's first line, b
 parent's and a worker process's readings compare. Throughput: tiny tasks, from the first
 ``submit`` to the last result. Both on ``ProcessPoolExecutor(4)`` and, with ``--dask``, on a
 ``distributed.LocalCluster`` of 2 single-thread worker processes; the front with its default
-``max_running`` and with 2, 4, 8 and 64 times it. Then the front's own cost per task, over an
-executor whose futures are done on return. Markdown tables go to stdout, progress to stderr,
-raw numbers to ``benchmarks/results/<date>-py<version>-front[-dask][-quick].json``.
+``max_running`` and with 2, 4, 8 and 64 times it. Then throughput at the sizes of the speed
+targets (``ThreadPoolExecutor(4)``, 20,000 tasks; ``ProcessPoolExecutor(2)``, 5,000 tasks), and
+the front's own cost per task, over an executor whose futures are done on return. Markdown
+tables go to stdout, progress to stderr, raw numbers to
+``benchmarks/results/<date>-py<version>-front[-dask][-quick].json``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -51,6 +53,11 @@ WARM_UP = 10  # a warm-up trial is this many times smaller
 SIZES = {  # urgent-latency backlog, throughput tasks (process pool, Dask), front's-cost submits
     "full": {"backlog": 2_000, "tasks": 20_000, "dask_tasks": 5_000, "noop": 100_000},
     "quick": {"backlog": 500, "tasks": 4_000, "dask_tasks": 1_000, "noop": 20_000},
+}
+#: The throughput targets' own executors: (what, its workers, tasks, front ÷ direct at least).
+TARGETS = {
+    "full": [("thread", 4, 20_000, 0.8), ("process", 2, 5_000, 0.9)],
+    "quick": [("thread", 4, 4_000, 0.8), ("process", 2, 1_000, 0.9)],
 }
 
 
@@ -212,6 +219,26 @@ def throughput_trial(lane: Lane, tasks: int) -> dict[str, float]:
     if results != list(range(tasks)):
         raise AssertionError("wrong results: not echo(i) for i in range(tasks)")
     return {"tasks_per_s": tasks / elapsed}
+
+
+def executor_run(kind: str, workers: int, key: str, tasks: int) -> dict[str, float]:
+    """Throughput on a fresh pool of ``kind``, its workers started, directly or in a front."""
+    pool = (ThreadPoolExecutor if kind == "thread" else ProcessPoolExecutor)(workers)
+    wait([pool.submit(nap_pid, 0.05) for _ in range(workers)], timeout=TIMEOUT)
+    front = pool if key == DIRECT else PriorityExecutor(pool)  # its default max_running
+    return throughput_trial(executor_lane(front), tasks)
+
+
+def target_case(kind: str, workers: int, tasks: int, at_least: float) -> Case:
+    pool = f"{'Thread' if kind == 'thread' else 'Process'}PoolExecutor({workers})"
+    enough = Target(f"≥ {at_least} x direct", lambda m, r: (r or 0) >= at_least)
+    return Case(
+        f"{pool}, throughput, {tasks:,} tiny tasks",
+        {DIRECT: f"{pool} used directly", FRONT: f"PriorityExecutor({pool})"},
+        lambda key, div: executor_run(kind, workers, key, tasks // div),
+        [Metric("tasks_per_s", "throughput", "tasks/s", "higher", enough)],
+        {"tasks": tasks, "workers": workers, "executor": kind},
+    )
 
 
 def noop_trial(key: str, tasks: int) -> dict[str, float]:
@@ -382,7 +409,9 @@ def measure(
     directs = (f"{pool} used directly",) * 2
     title = f"process pool, {WORKERS} workers"
     process = Backend(title, pool_run, directs, pool, WORKERS, True, 0.9, sizes["tasks"])
-    cases = [*backend_cases(process, sizes["backlog"], steps), noop_case(sizes["noop"])]
+    cases = [*backend_cases(process, sizes["backlog"], steps)]
+    cases += [target_case(*target) for target in TARGETS[mode]]
+    cases.append(noop_case(sizes["noop"]))
     records = [run_case(case, repeat) for case in cases]
     calibration = {"spin_steps": steps, "task_cpu_ms_median": task_ms}
     if not with_dask:
