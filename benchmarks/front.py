@@ -34,7 +34,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from contenders import TIMEOUT
 from harness import Metric, Stats, Target, fmt, fmt_ratio, log, save
@@ -131,12 +131,20 @@ def executor_lane(executor: Executor) -> Lane:
     return Lane(submit, cancel, lambda: executor.shutdown(wait=True))
 
 
+PoolT = TypeVar("PoolT", ThreadPoolExecutor, ProcessPoolExecutor)
+
+
+def warmed(pool: PoolT, workers: int) -> PoolT:
+    """``pool`` with its ``workers`` started: each takes a warm-up nap (a process, its own)."""
+    pids = set(pool.map(nap_pid, [0.05] * workers, timeout=TIMEOUT))
+    if isinstance(pool, ProcessPoolExecutor) and len(pids) != workers:
+        log(f"    warning: {len(pids)} of {workers} worker processes took a warm-up task")
+    return pool
+
+
 def pool_run(key: str, priorities: bool, trial: Trial) -> dict[str, float]:
     """``trial`` on a fresh process pool, all its processes started, directly or in a front."""
-    pool = ProcessPoolExecutor(WORKERS)
-    pids = set(pool.map(nap_pid, [0.05] * WORKERS, timeout=TIMEOUT))
-    if len(pids) != WORKERS:
-        log(f"    warning: {len(pids)} of {WORKERS} worker processes took a warm-up task")
+    pool = warmed(ProcessPoolExecutor(WORKERS), WORKERS)
     if key == DIRECT:
         return trial(executor_lane(pool))
     multiple = MULTIPLES[key]  # the default (None) is the pool's own _max_workers
@@ -223,20 +231,24 @@ def throughput_trial(lane: Lane, tasks: int) -> dict[str, float]:
 
 def executor_run(kind: str, workers: int, key: str, tasks: int) -> dict[str, float]:
     """Throughput on a fresh pool of ``kind``, its workers started, directly or in a front."""
-    pool = (ThreadPoolExecutor if kind == "thread" else ProcessPoolExecutor)(workers)
-    wait([pool.submit(nap_pid, 0.05) for _ in range(workers)], timeout=TIMEOUT)
+    kinds = {"thread": ThreadPoolExecutor, "process": ProcessPoolExecutor}
+    pool = warmed(kinds[kind](workers), workers)
     front = pool if key == DIRECT else PriorityExecutor(pool)  # its default max_running
     return throughput_trial(executor_lane(front), tasks)
 
 
-def target_case(kind: str, workers: int, tasks: int, at_least: float) -> Case:
+def at_least(ratio: float) -> Target:
+    """The throughput target: the front's tasks/s at least ``ratio`` times the direct one's."""
+    return Target(f"≥ {ratio} x direct", lambda m, r: (r or 0) >= ratio)
+
+
+def target_case(kind: str, workers: int, tasks: int, ratio: float) -> Case:
     pool = f"{'Thread' if kind == 'thread' else 'Process'}PoolExecutor({workers})"
-    enough = Target(f"≥ {at_least} x direct", lambda m, r: (r or 0) >= at_least)
     return Case(
         f"{pool}, throughput, {tasks:,} tiny tasks",
         {DIRECT: f"{pool} used directly", FRONT: f"PriorityExecutor({pool})"},
         lambda key, div: executor_run(kind, workers, key, tasks // div),
-        [Metric("tasks_per_s", "throughput", "tasks/s", "higher", enough)],
+        [Metric("tasks_per_s", "throughput", "tasks/s", "higher", at_least(ratio))],
         {"tasks": tasks, "workers": workers, "executor": kind},
     )
 
@@ -286,7 +298,7 @@ def backend_cases(backend: Backend, backlog: int, steps: int) -> list[Case]:
     """Urgent latency and throughput on ``backend``."""
     limit = TASK_SECONDS * 1e3 + 5.0  # the nominal task: the calibration's aim
     within = Target("≤ 1 task (1 ms) + 5 ms", lambda m, r: m <= limit)
-    enough = Target(f"≥ {backend.at_least} x direct", lambda m, r: (r or 0) >= backend.at_least)
+    enough = at_least(backend.at_least)
     fronts = {
         key: f"PriorityExecutor({backend.over}"
         + (")" if key == FRONT and backend.default else f", max_running={m * backend.workers})")
@@ -409,7 +421,7 @@ def measure(
     directs = (f"{pool} used directly",) * 2
     title = f"process pool, {WORKERS} workers"
     process = Backend(title, pool_run, directs, pool, WORKERS, True, 0.9, sizes["tasks"])
-    cases = [*backend_cases(process, sizes["backlog"], steps)]
+    cases = backend_cases(process, sizes["backlog"], steps)
     cases += [target_case(*target) for target in TARGETS[mode]]
     cases.append(noop_case(sizes["noop"]))
     records = [run_case(case, repeat) for case in cases]
