@@ -9,6 +9,11 @@ the one place where a task leaves the queue to start. Neither holds a reference 
 executor: the pool's threads must not keep it alive, or a pool dropped without ``shutdown()``
 would never be collected and its threads never exit.
 
+The policy itself (the ordering, ageing, the limits, the take, the counts) is the
+:class:`~._backlog.Backlog` that Admission extends, shared with the asyncio scheduler; Admission
+adds what threads need: the lock, the timer thread, blocking backpressure, the callback
+threads and the runner.
+
 The lock
 --------
 ``Admission.lock`` is the pool's only lock. The runner, the timer, the callback threads and
@@ -69,7 +74,6 @@ expired + taken + queued + running + undecided`` (``check_invariants``: "lost ta
 from __future__ import annotations
 
 import copy
-import math
 import threading
 import weakref
 from collections.abc import Mapping
@@ -77,17 +81,15 @@ from concurrent.futures import Future
 from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 
 from . import _lifecycle
+from ._backlog import Backlog
 from ._callbacks import CallbackRunner
 from ._claim import LOGGER, Outcome, cancel_all, claim
 from ._futures import add_first_callback, is_cancelled
-from ._keyed import KeyedQueue
 from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
-from ._orders import HeapQueue, TaskQueue
-from ._policy import Number, WhenFull, is_due, queue_key, sort_key
-from ._queue import NO_KWARGS, Entry, Gate, QueueBase
-from ._recording import Tally
+from ._policy import Number, WhenFull
+from ._queue import NO_KWARGS, Entry, Gate
 from ._room import Room
 from ._runner import Runner
 from ._settle import Settler
@@ -114,7 +116,7 @@ def error_template(error: BaseException) -> Optional[BaseException]:
 RunnerT = TypeVar("RunnerT", bound=Runner)
 
 
-class Admission(Generic[RunnerT]):
+class Admission(Backlog, Generic[RunnerT]):
     """The queue, its rules and the pool's lock; see the module docstring."""
 
     def __init__(
@@ -131,48 +133,22 @@ class Admission(Generic[RunnerT]):
     ) -> None:
         self.lock = threading.Lock()
         self.quiet = threading.Condition(self.lock)  # join(): nothing queued, running, settling
-        self.room = Room(self.lock, max_queued, when_full)
+        super().__init__(
+            clock=clock, ageing=ageing, limits=limits, room=Room(self.lock, max_queued, when_full)
+        )
         self.name = name
-        self.clock = clock
         self.broken_type = broken_type
-        self.ageing = ageing
-        self.limits = limits
-        self.simple = False  # no bound and no limit: see _limits_changed_locked
-        self.queue = self._new_queue()
-        self.running = 0  # taken by the runner, outcome not yet reported
-        self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
-        self.undecided = 0  # of those, not yet counted (a broken pool fails them after)
-        # Evicted to make room and counted, not yet settled: Settler.owed() cancels them after
-        # unlocking. join() waits for them too.
-        self.evicted: list[Entry] = []
-        self.clock_errors: list[Exception] = []  # raised under the lock; logged after
-        self.paused = False
-        # A task went ahead of queued ones and no runner has taken a task since: until this
-        # monotonic time, submitters yield the GIL (see "Queue jumps" in _lock.py); 0.0 for
-        # none. A hint, also read without the lock.
-        self.jumped = 0.0
         self.shutdown = False
-        self.stopping = False  # shut down, executor collected, or interpreter exiting
         self.broken: Union[Literal[False], str] = False  # or the message broken_type takes
         self.broken_error: Optional[BaseException] = None  # see break_locked
-        # The counts, by priority class, and the wait and run times.
-        self.tally = Tally()
         self.listeners = Listeners(lambda: self.lock, clock)
-        self.joiners = 0  # join() calls waiting on ``quiet``
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, name)
         self.settler = Settler(self)
         self.owner_ref: Optional[weakref.ReferenceType[Any]] = None  # see AdmissionControl.adopt
         self.on_done = self._on_done  # one bound method for every future, not one per submit
         self.runner = make_runner(self)
-        self._limits_changed_locked()
-
-    def _new_queue(self) -> QueueBase:
-        if self.limits.keyed:  # either order: the lanes are heaps
-            return KeyedQueue(self.room.evicts, set(self.limits.saturated_keys()))
-        if self.ageing is None:
-            return TaskQueue(track_worst=self.room.evicts)
-        return HeapQueue(track_worst=self.room.evicts)
+        self.limits_changed_locked()
 
     # -- 1. submit -------------------------------------------------------------------------
 
@@ -211,30 +187,20 @@ class Admission(Generic[RunnerT]):
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
         """Check, key and queue (or expire, or make room for) a new entry."""
         self.check_accepting_locked(entry.priority, gate)
-        expired, evict = False, None
-        if timeout is None and self.ageing is None:
-            key = sort_key(entry.priority)
-            try:  # for the wait it will have; the clock decides nothing here
-                entry.queued_at = self.clock()
-            except Exception as exc:
-                self.clock_errors.append(exc)  # logged by the next Settler.owed()
-                entry.queued_at = math.nan  # its wait goes unrecorded
-            if self.simple:  # the common case: no deadline, no bound, no limit
-                self._accept_locked(entry, key, False, None)
-                return
-        else:
-            now = entry.queued_at = self.clock()  # if it raises, submit raises
-            key = queue_key(entry.priority, now, self.ageing)
-            if timeout is not None:
-                entry.deadline = now + timeout
-                expired = is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+        key, expired = self.stamp_locked(entry, timeout)
+        if (
+            self.simple and entry.deadline is None
+        ):  # the common case: no deadline, no bound, no limit
+            self._accept_locked(entry, key, False, None)
+            return
+        evict = None
         if not expired and self.room.full_locked(self.queue):
             evict, expired = self.room.make_room_locked(self, entry, key, gate)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
         elif self.limits.timed:  # the timer wakes takers at rate slots
             self.timer.start_locked()  # may raise: nothing changed yet
-            self._wake_timer_locked()  # a slot it stopped waiting for with nothing queued
+            self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, key, expired, evict)
 
     def _accept_locked(
@@ -360,84 +326,7 @@ class Admission(Generic[RunnerT]):
 
     # -- 2 and 3. start, and report --------------------------------------------------------
 
-    def waiting_locked(self) -> int:
-        """How many queued tasks may start now."""
-        if self.paused or self.limits.rate_until is not None:
-            return 0
-        return len(self.queue.entries) - self.queue.held
-
-    def take_locked(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
-        """Take the best queued task to start it: the one place a task leaves the queue to start.
-
-        It is the best task that every limit allows now (``_limits.py``), counted ``running``
-        until the runner reports it by :meth:`finished_locked`. One clock reading decides the
-        deadline race: an entry due is counted expired and added to ``unrun``, for the caller
-        to cancel by ``Settler.cancel`` after unlocking (so its callbacks run in the runner's
-        thread), and the next one is taken. If the clock raises, the task starts (its
-        deadline cannot be decided) and the error is listed for ``Settler.owed``; under a
-        rate limit, nothing starts until the timer can read the clock again.
-
-        Args:
-            as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
-                out, knowing neither pause nor limits; it is not counted as a start.
-
-        Returns:
-            None with nothing queued that may start, or while paused.
-        """
-        limits, queue = self.limits, self.queue
-        if as_work_queue:
-            pop, limited = queue.pop_any, False
-        elif self.paused:
-            return None
-        else:
-            pop, limited = queue.pop, limits.on
-        now = 0.0  # read only under a rate limit
-        opened = False  # the clock opened a key or a slot: other takers may start now
-        if limited and limits.timed:
-            reading = self.read_clock()
-            if isinstance(reading, Exception):
-                self.clock_errors.append(reading)
-                limits.hold_locked()
-                self._wake_timer_locked()
-                return None
-            now = reading
-            opened = limits.release_locked(now, queue)
-            if limits.rate_until is not None:  # the pool's window is full
-                self._wake_timer_locked()
-                return None
-        entry = pop()
-        while entry is not None and entry.deadline is not None:
-            reading = self.read_clock()
-            if isinstance(reading, Exception):
-                self.clock_errors.append(reading)
-                break
-            if not is_due(entry.deadline, reading):
-                break
-            self.tally.add("expired", entry.priority)
-            self.settling += 1
-            unrun.append(entry)
-            entry = pop()
-        if entry is not None:
-            self.running += 1
-            self.jumped = 0.0  # the best task has left the queue
-            if not as_work_queue:  # stamped for its wait and run, recorded when it ends
-                try:
-                    entry.started = self.clock()
-                except Exception as exc:
-                    self.clock_errors.append(exc)
-                    entry.started = math.nan
-            # Keyed tasks are counted running per key even with no limit set, so that a
-            # key limit set later counts the tasks of the key already running.
-            counted = not as_work_queue and (limited or entry.group is not None)
-            if counted and limits.started_locked(entry.group, now, queue):
-                self._wake_timer_locked()
-        if opened:  # the runner starts the threads it counts in, after unlocking
-            self._opened_locked(now)
-        if self.room.blocked or self.joiners:
-            self.shrunk_locked()
-        return entry
-
-    def _opened_locked(self, now: float) -> None:
+    def opened_locked(self, now: float) -> None:
         """The clock opened keys or a rate slot at ``now``: get the takers for what may start.
 
         As many as may start now, not one per queued task: each slot would bring in
@@ -446,26 +335,11 @@ class Admission(Generic[RunnerT]):
         """
         self.runner.resumed_locked(self.limits.allowed_locked(self.waiting_locked(), now))
 
-    def _wake_timer_locked(self) -> None:
+    def wake_timer_locked(self) -> None:
         """Have the timer wake when the clock next opens a start (a rate slot)."""
         wake = self.limits.next_wake()
         if self.timer.needs_signal_locked(wake):
             self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
-
-    def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
-        """A task taken by :meth:`take_locked` ran (or was claimed by its user's cancel).
-
-        ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
-        limits, and its priority and start, for the counts and the run time. ``keyed``:
-        False for a task taken as ``_work_queue`` takes it, which no key counted.
-        """
-        self.running -= 1
-        self._ended_locked(outcome, entry)
-        group = entry.group if keyed else None
-        if group is not None:
-            self.limits.finished_locked(group, self.queue)
-        if self.joiners:
-            self.shrunk_locked()
 
     def finished_later_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """:meth:`finished_locked` for a future settled after unlocking, by :meth:`settled_locked`.
@@ -473,24 +347,11 @@ class Admission(Generic[RunnerT]):
         ``join()`` waits for it until then, callbacks included.
         """
         self.running -= 1
-        self._ended_locked(outcome, entry)
+        self.ended_locked(outcome, entry)
         self.settling += 1
         group = entry.group if keyed else None
         if group is not None:
             self.limits.finished_locked(group, self.queue)
-
-    def _ended_locked(self, outcome: Outcome, entry: Entry) -> None:
-        """Count a started task's outcome, and its run time if it ran."""
-        if outcome != "completed" and outcome != "failed":  # it never ran (a cancel won)
-            self.tally.add(outcome, entry.priority)
-            return
-        try:
-            now = self.clock()
-        except Exception as exc:
-            self.clock_errors.append(exc)
-            now = math.nan
-        started = entry.started
-        self.tally.ran(outcome, entry.priority, started - entry.queued_at, now - started)
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""
@@ -530,17 +391,6 @@ class Admission(Generic[RunnerT]):
         self.broken, self.broken_error = message, error
         return self.drain_locked(None)
 
-    def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:
-        """Take every queued entry out unrun, counted as ``outcome`` (None: by its settler)."""
-        drained = self.queue.drain()
-        if outcome is None:
-            self.undecided += len(drained)
-        else:
-            self.tally.add_each(outcome, [entry.priority for entry in drained])
-        self.settling += len(drained)
-        self.shrunk_locked()
-        return drained
-
     # -- 4. cancel, and settling what left the queue unrun ---------------------------------
 
     def _on_done(self, future: Future[Any]) -> None:
@@ -559,24 +409,14 @@ class Admission(Generic[RunnerT]):
             return
         cancelled = is_cancelled(future)
         with self.lock:
-            entry = self.queue.discard(future)
+            entry = self.unqueue_locked(future, cancelled)
             if entry is None:
                 return
-            self.tally.add("cancelled" if cancelled else "completed", entry.priority)
-            if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
-                self.shrunk_locked()
-            if self.stopping:
-                self.emptied_locked()
         entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
         if cancelled:
             claim(future, cancel=False)
         # Otherwise someone set a result on a queued future by hand; it is done, so dropping
         # its entry is all there is to do.
-
-    def settled_locked(self, count: int) -> None:
-        """``count`` futures counted in ``settling`` are settled, callbacks included."""
-        self.settling -= count
-        self.shrunk_locked()
 
     def shrunk_locked(self) -> None:
         """Wake who waits for the queue to shrink: blocked submits, and join() once quiet.
@@ -585,52 +425,8 @@ class Admission(Generic[RunnerT]):
         (a take and a cancel) test that before calling, which saves a call per task.
         """
         self.room.shrunk_locked()
-        if self.joiners and self._quiet_locked():
+        if self.joiners and self.quiet_locked():
             self.quiet.notify_all()
-
-    def _quiet_locked(self) -> bool:
-        """Nothing queued, running or being settled: what join() waits for."""
-        return not self.queue and not self.running and not self.settling and not self.evicted
-
-    # -- 5. deadlines ----------------------------------------------------------------------
-
-    def read_clock(self) -> Union[float, Exception]:
-        """The pool's clock, or the exception it raised, which the caller logs after unlocking.
-
-        A failing clock must not kill the thread that reads it: a worker would lose the task
-        it holds, the timer every later deadline. Until the clock works again, tasks start,
-        and the timer retries every ``_timer.CLOCK_RETRY`` seconds.
-        """
-        try:
-            return self.clock()
-        except Exception as exc:
-            return exc
-
-    def pop_due_locked(self, now: float) -> list[Entry]:
-        """The timer's turn at ``now``: open what the limits allow, and take out the due entries.
-
-        Those are counted expired, for the timer to settle by :meth:`settle_expired`.
-        """
-        limits = self.limits
-        if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
-            self._opened_locked(now)  # the threads it counts in: see settle_expired
-        due = self.queue.pop_due(now)
-        if due:
-            self.tally.add_each("expired", [entry.priority for entry in due])
-            self.settling += len(due)
-            self.shrunk_locked()
-            self.emptied_locked()
-        return due
-
-    def next_deadline_locked(self) -> Optional[float]:
-        """When the timer must wake next: the earliest deadline, or rate slot while tasks wait."""
-        deadline = self.queue.next_deadline()
-        if not self.limits.timed or not self.queue:
-            return deadline
-        wake = self.limits.next_wake()
-        if deadline is None or (wake is not None and wake < deadline):
-            return wake
-        return deadline
 
     def timer_done_locked(self) -> bool:
         """The timer may exit once no deadline or slot can come: stopping (and drained if timed)."""
@@ -655,55 +451,22 @@ class Admission(Generic[RunnerT]):
             or self.callbacks.owns_locked(thread)
         )
 
-    def _limits_changed_locked(self) -> None:
-        """After the limits changed: the queue's ordering, the fast path, the keys closed.
-
-        A queue goes from one lane per key (``KeyedQueue``) to plain order, or back, in O(n),
-        when the first key limit is set or the last one removed.
-        """
-        limits, queue = self.limits, self.queue
-        if isinstance(queue, KeyedQueue):
-            limits.regate_locked(queue)  # and if no key limit is left, it opens every key
-        if limits.keyed != isinstance(queue, KeyedQueue):
-            # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
-            # without the lock, and must find every queued task in whichever it reads.
-            reordered = self._new_queue()
-            queue.move_to(reordered)
-            self.queue = reordered
-        self.simple = self.room.max_queued is None and not limits.on
-
     def check_invariants(self) -> None:
         """Check the queue's, admission's and the runner's invariants in O(n); for tests."""
         with self.lock:
-            self.queue._check_invariants()
+            self.check_backlog(len(self.queue) + self.running + self.undecided)
             self.runner.check_locked()
             self.callbacks.check_locked()
-            assert self.running >= 0, "more tasks finished than started"
-            assert not (self.jumped and self.paused), "submitters yield to a paused pool"
-            assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
-            if self.room.max_queued is not None:
-                assert len(self.queue) <= self.room.max_queued, "more tasks queued than max_queued"
             limits, queue = self.limits, self.queue
-            assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-            assert self.simple == (self.room.max_queued is None and not limits.on), "fast path"
-            if isinstance(queue, KeyedQueue):
-                limits.check(queue.closed)
-            assert sum(state.running for state in limits.keys.values()) <= self.running
             if limits.timed and queue and not self.broken:
                 assert self.timer.thread is not None, "a rate limit without a timer"
                 wake = limits.next_wake()
                 if wake is not None:
                     assert self.timer.target is not None, "the timer sleeps past a rate slot"
                     assert self.timer.target <= wake, "the timer would sleep past a rate slot"
-            if self.queue.deadline_count and not self.broken:
-                earliest = self.queue.next_deadline()
+            if queue.deadline_count and not self.broken:
+                earliest = queue.next_deadline()
                 assert self.timer.thread is not None, "deadlines pending without a timer"
                 assert self.timer.target is not None, "the timer sleeps with no target"
                 assert earliest is not None, "deadline count without a deadline"
                 assert self.timer.target <= earliest, "the timer would sleep past a deadline"
-            self.tally.check()
-            counts = self.tally.totals()
-            settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
-            settled += counts["taken"]  # taken out through _work_queue: not ours to run
-            in_flight = len(self.queue) + self.running + self.undecided
-            assert counts["submitted"] == settled + in_flight, "lost task"

@@ -20,7 +20,7 @@ from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
 from ._limits import Limits
-from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full, queue_key
+from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full
 from ._rates import RateLimit, check_rate_limit
 from ._room import Room
 from ._runner import Runner
@@ -108,31 +108,27 @@ class AdmissionControl(Admission[RunnerT]):
 
     def set_rate_limit(self, value: object) -> None:
         """Set ``rate_limit`` (None: none) while the pool runs; see :meth:`_change_limits`."""
-        limit = check_rate_limit("rate_limit", value)
-        self._change_limits(limit, lambda now: self.limits.set_rate_limit_locked(limit, now))
+        self._change_limits("rate_limit", check_rate_limit("rate_limit", value))
 
     def set_key_limit(self, value: object) -> None:
         """Set ``key_limit`` (None: none) while the pool runs."""
-        limit = check_limit("key_limit", value)
-        self._change_limits(None, lambda now: self.limits.set_key_limit_locked(limit))
+        self._change_limits("key_limit", check_limit("key_limit", value))
 
     def set_key_rate_limit(self, value: object) -> None:
         """Set ``key_rate_limit`` (None: none) while the pool runs."""
-        limit = check_rate_limit("key_rate_limit", value)
-        self._change_limits(limit, lambda now: self.limits.set_key_rate_limit_locked(limit, now))
+        self._change_limits("key_rate_limit", check_rate_limit("key_rate_limit", value))
 
-    def _change_limits(self, rate: Optional[RateLimit], change: Callable[[float], None]) -> None:
-        """Apply ``change`` (given the clock) under the lock, then start what it allows.
+    def _change_limits(self, limit: str, value: Union[int, RateLimit, None]) -> None:
+        """Set ``limit`` to a checked ``value`` under the lock, then start what it allows.
 
         A higher limit starts at once what it now allows; a lower one interrupts nothing.
         The starts already counted in a window still count under a new rate limit. A new
-        ``rate`` needs the timer, started first: if it cannot start, nothing changes.
+        rate limit needs the timer, started first: if it cannot start, nothing changes.
         """
         with self.lock:
-            if rate is not None:
+            if isinstance(value, RateLimit):
                 self.timer.start_locked()  # may raise: nothing changed yet
-            change(self.clock())  # if the clock raises, nothing changed
-            self._limits_changed_locked()
+            self.change_limits_locked(limit, value)  # if the clock raises, nothing changed
             self._restaffed_locked()
         self.runner.start_pending(None)
 
@@ -146,7 +142,7 @@ class AdmissionControl(Admission[RunnerT]):
     def _restaffed_locked(self) -> None:
         """After a limit changed: wake the timer for a new slot, and the takers for new room."""
         if self.limits.timed:
-            self._wake_timer_locked()
+            self.wake_timer_locked()
         if not self.paused:
             self.runner.resumed_locked(self.waiting_locked())
 
@@ -155,13 +151,7 @@ class AdmissionControl(Admission[RunnerT]):
     def set_priority(self, future: Future[Any], priority: Number) -> bool:
         """Move a queued task to ``priority``; False if it is not queued in this pool."""
         with self.lock:
-            entry = self.queue.find(future)
-            # A future its user has just cancelled stays queued until the cancel hook, which
-            # runs after cancel() returns, removes it: it has not moved.
-            if entry is None or future.done():
-                return False
-            self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing), priority)
-            return True
+            return self.requeue_locked(future, priority)
 
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
@@ -191,7 +181,7 @@ class AdmissionControl(Admission[RunnerT]):
         with self.lock:
             self.joiners += 1
             try:
-                while not self._quiet_locked():
+                while not self.quiet_locked():
                     # Lock timeouts overflow past threading.TIMEOUT_MAX: wait in slices.
                     left = MAX_SLEEP if deadline is None else deadline - time.monotonic()
                     if left <= 0:
@@ -210,35 +200,11 @@ class AdmissionControl(Admission[RunnerT]):
         """A snapshot of the pool's state and counts, taken under the lock."""
         with self.lock:
             workers, idle = self.runner.sizes_locked()
-            counts, limits, queue = self.tally.totals(), self.limits, self.queue
-            startable = 0 if self.paused else len(queue) - queue.held
-            wait, run, outcomes = self.tally.snapshot()
-            return ExecutorStatistics(
-                **self.runner.capacity_locked(),
-                queued=len(self.queue),
-                queued_by_priority={
-                    p: n for p, n in sorted(queue.by_priority.items(), reverse=True) if n
-                },
-                running=self.running,
+            return self.statistics_locked(
                 workers=workers,
                 idle_workers=idle,
-                paused=self.paused,
-                submitted=counts["submitted"],
-                completed=counts["completed"],
-                failed=counts["failed"],
-                cancelled=counts["cancelled"],
-                expired=counts["expired"],
-                rejected=counts["rejected"],
-                taken=counts["taken"],
-                held_by_key=queue.held,
-                rate_limited=limits.rate_until is not None and startable > 0,
-                rate_limit=limits.rate_limit,
-                key_limit=limits.key_limit,
-                key_rate_limit=limits.key_rate_limit,
-                wait=wait,
-                run=run,
-                outcomes=outcomes,
                 listener_errors=self.listeners.errors,
+                **self.runner.capacity_locked(),
             )
 
     def state(self) -> PoolState:

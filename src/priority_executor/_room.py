@@ -58,11 +58,15 @@ ROOM = Decision(None, False)
 class Room:
     """The ``max_queued`` limit of one pool; see the module docstring."""
 
-    def __init__(self, lock: threading.Lock, max_queued: Optional[int], when_full: WhenFull):
+    def __init__(
+        self, lock: Optional[threading.Lock], max_queued: Optional[int], when_full: WhenFull
+    ):
         self.max_queued = max_queued
         self.when_full = when_full
         self.evicts = max_queued is not None and when_full == "evict"
-        self.cond = threading.Condition(lock)  # a task left the queue, or the pool stops
+        # A task left the queue, or the pool stops; None: a scheduler whose submits never
+        # block (the asyncio scheduler's), which refuses "block" when it is made.
+        self.cond = None if lock is None else threading.Condition(lock)
         self.blocked = 0  # submits waiting on ``cond``
 
     def full_locked(self, queue: Sized) -> bool:
@@ -90,6 +94,7 @@ class Room:
                 f"cannot wait for room from one of the pool's own threads:"
                 f" max_queued={self.max_queued} tasks wait"
             )
+        assert self.cond is not None, "a scheduler without blocking submits was made to block"
         self.blocked += 1
         try:
             while True:
@@ -112,9 +117,11 @@ class Room:
     def shrunk_locked(self) -> None:
         """A task left the queue: let the blocked submits look again."""
         if self.blocked:
+            assert self.cond is not None
             self.cond.notify(self.blocked)
 
     def wake_all_locked(self) -> None:
         """Make every blocked submit re-check whether it may still queue (a shutdown)."""
         if self.blocked:
+            assert self.cond is not None
             self.cond.notify_all()

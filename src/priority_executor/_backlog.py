@@ -1,0 +1,404 @@
+"""The backlog: one scheduler's policy, written once for every scheduler of the package.
+
+A :class:`Backlog` is the queue and everything that decides what leaves it: the ordering
+(``_orders.py``, ``_keyed.py``), ageing, queue deadlines, ``max_queued`` (``_room.py``), the
+rate and key limits (``_limits.py``) and the counts (``_recording.py``). It has no lock, no
+thread and no event loop, and it runs no user code. Its owner serialises every call: the
+thread pool and the front hold their one lock (``_admission.Admission``, a subclass), the
+asyncio scheduler runs every call on its loop's thread (``_aio.AsyncBacklog``). Every
+``*_locked`` method is called so serialised, and none blocks.
+
+What differs between owners is told by four hooks, called from inside the policy:
+
+- :meth:`opened_locked`: the clock opened a rate slot or a key's window; get takers.
+- :meth:`wake_timer_locked`: the next rate slot moved; have the timer wake for it.
+- :meth:`shrunk_locked`: a task left the queue or settled; wake who waits for that.
+- :meth:`emptied_locked`: a task left the queue unstarted; a stopping owner may be done.
+
+The flows each owner follows: :meth:`stamp_locked` keys a new entry (and reads its deadline),
+``queue.push`` queues it; :meth:`take_locked` is the one place a task leaves the queue to
+start; :meth:`finished_locked` counts how it ended; :meth:`unqueue_locked` removes a task
+its user cancelled; :meth:`pop_due_locked` expires what the clock has passed.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Future
+from typing import Any, Callable, Optional, Union
+
+from ._claim import Outcome
+from ._keyed import KeyedQueue
+from ._limits import Limits
+from ._orders import HeapQueue, TaskQueue
+from ._policy import Number, is_due, queue_key, sort_key
+from ._queue import Entry, QueueBase
+from ._rates import RateLimit
+from ._recording import Tally
+from ._room import Room
+from ._stats import ExecutorStatistics
+
+
+class Backlog:
+    """A scheduler's queue and its rules; see the module docstring."""
+
+    def __init__(
+        self, *, clock: Callable[[], float], ageing: Optional[float], limits: Limits, room: Room
+    ) -> None:
+        self.clock = clock
+        self.ageing = ageing
+        self.limits = limits
+        self.room = room
+        self.simple = False  # no bound and no limit: see limits_changed_locked
+        self.queue = self._new_queue()
+        self.running = 0  # taken to start, outcome not yet reported
+        self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
+        self.undecided = 0  # of those, not yet counted (a broken pool fails them after)
+        # Evicted to make room and counted, not yet settled; the owner cancels them outside
+        # its lock. join() waits for them too.
+        self.evicted: list[Entry] = []
+        self.clock_errors: list[Exception] = []  # raised while serialised; logged after
+        self.paused = False
+        # A task went ahead of queued ones and no take has happened since: until this
+        # monotonic time, the thread pool's submitters yield the GIL (see "Queue jumps" in
+        # _lock.py); 0.0 for none. A hint, also read without the lock.
+        self.jumped = 0.0
+        self.stopping = False  # no task will be queued again: drain, then stop
+        self.tally = Tally()  # the counts, by priority class, and the wait and run times
+        self.joiners = 0  # join() calls waiting for quiet
+
+    def _new_queue(self) -> QueueBase:
+        if self.limits.keyed:  # either order: the lanes are heaps
+            return KeyedQueue(self.room.evicts, set(self.limits.saturated_keys()))
+        if self.ageing is None:
+            return TaskQueue(track_worst=self.room.evicts)
+        return HeapQueue(track_worst=self.room.evicts)
+
+    # -- the hooks -----------------------------------------------------------------------------
+
+    def opened_locked(self, now: float) -> None:
+        """The clock opened keys or a rate slot at ``now``: get the takers for what may start."""
+        raise NotImplementedError
+
+    def wake_timer_locked(self) -> None:
+        """Have the timer wake when the clock next opens a start (a rate slot)."""
+        raise NotImplementedError
+
+    def shrunk_locked(self) -> None:
+        """A task left the queue or settled: wake who waits for room or for quiet."""
+        raise NotImplementedError
+
+    def emptied_locked(self) -> None:
+        """A task left the queue unstarted: a stopping owner whose queue is empty may stop."""
+        raise NotImplementedError
+
+    # -- queueing ----------------------------------------------------------------------------
+
+    def stamp_locked(self, entry: Entry, timeout: Optional[float]) -> tuple[Number, bool]:
+        """Stamp a new entry's time of submission and deadline: its sort key, and if it is due.
+
+        With neither a deadline nor ageing the clock decides nothing: if it raises, the
+        error is listed in ``clock_errors`` and the task's wait goes unrecorded. Otherwise
+        a clock that raises makes the submit raise, before anything changed.
+        """
+        if timeout is None and self.ageing is None:
+            try:
+                entry.queued_at = self.clock()
+            except Exception as exc:
+                self.clock_errors.append(exc)
+                entry.queued_at = math.nan
+            return sort_key(entry.priority), False
+        now = entry.queued_at = self.clock()
+        key = queue_key(entry.priority, now, self.ageing)
+        if timeout is None:
+            return key, False
+        entry.deadline = now + timeout
+        return key, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+
+    def waiting_locked(self) -> int:
+        """How many queued tasks may start now."""
+        if self.paused or self.limits.rate_until is not None:
+            return 0
+        return len(self.queue.entries) - self.queue.held
+
+    def requeue_locked(self, future: Future[Any], priority: Number) -> bool:
+        """Move a queued task to ``priority``; False if it is not queued here."""
+        entry = self.queue.find(future)
+        # A future its user has just cancelled stays queued until the cancel hook, which
+        # runs after cancel() returns, removes it: it has not moved.
+        if entry is None or future.done():
+            return False
+        self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing), priority)
+        return True
+
+    # -- starting ----------------------------------------------------------------------------
+
+    def take_locked(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
+        """Take the best queued task to start it: the one place a task leaves the queue to start.
+
+        It is the best task that every limit allows now (``_limits.py``), counted ``running``
+        until its owner reports it by :meth:`finished_locked`. One clock reading decides the
+        deadline race: an entry due is counted expired and added to ``unrun``, for the caller
+        to cancel once it no longer holds its lock, and the next one is taken. If the clock
+        raises, the task starts (its deadline cannot be decided) and the error is listed in
+        ``clock_errors``; under a rate limit, nothing starts until the timer can read the
+        clock again.
+
+        Args:
+            as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
+                out, knowing neither pause nor limits; it is not counted as a start.
+
+        Returns:
+            None with nothing queued that may start, or while paused.
+        """
+        limits, queue = self.limits, self.queue
+        if as_work_queue:
+            pop, limited = queue.pop_any, False
+        elif self.paused:
+            return None
+        else:
+            pop, limited = queue.pop, limits.on
+        now = 0.0  # read only under a rate limit
+        opened = False  # the clock opened a key or a slot: other takers may start now
+        if limited and limits.timed:
+            reading = self.read_clock()
+            if isinstance(reading, Exception):
+                self.clock_errors.append(reading)
+                limits.hold_locked()
+                self.wake_timer_locked()
+                return None
+            now = reading
+            opened = limits.release_locked(now, queue)
+            if limits.rate_until is not None:  # the window is full
+                self.wake_timer_locked()
+                return None
+        entry = pop()
+        while entry is not None and entry.deadline is not None:
+            reading = self.read_clock()
+            if isinstance(reading, Exception):
+                self.clock_errors.append(reading)
+                break
+            if not is_due(entry.deadline, reading):
+                break
+            self.tally.add("expired", entry.priority)
+            self.settling += 1
+            unrun.append(entry)
+            entry = pop()
+        if entry is not None:
+            self.running += 1
+            self.jumped = 0.0  # the best task has left the queue
+            if not as_work_queue:  # stamped for its wait and run, recorded when it ends
+                try:
+                    entry.started = self.clock()
+                except Exception as exc:
+                    self.clock_errors.append(exc)
+                    entry.started = math.nan
+            # Keyed tasks are counted running per key even with no limit set, so that a
+            # key limit set later counts the tasks of the key already running.
+            counted = not as_work_queue and (limited or entry.group is not None)
+            if counted and limits.started_locked(entry.group, now, queue):
+                self.wake_timer_locked()
+        if opened:  # the owner starts the takers it counts in, after unlocking
+            self.opened_locked(now)
+        if self.room.blocked or self.joiners:
+            self.shrunk_locked()
+        return entry
+
+    def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
+        """A task taken by :meth:`take_locked` ran (or a cancel won its claim).
+
+        ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
+        limits, and its priority and start, for the counts and the run time. ``keyed``:
+        False for a task taken as ``_work_queue`` takes it, which no key counted.
+        """
+        self.running -= 1
+        self.ended_locked(outcome, entry)
+        group = entry.group if keyed else None
+        if group is not None:
+            self.limits.finished_locked(group, self.queue)
+        if self.joiners:
+            self.shrunk_locked()
+
+    def ended_locked(self, outcome: Outcome, entry: Entry) -> None:
+        """Count a started task's outcome, and its run time if it ran."""
+        if outcome != "completed" and outcome != "failed":  # it never ran (a cancel won)
+            self.tally.add(outcome, entry.priority)
+            return
+        try:
+            now = self.clock()
+        except Exception as exc:
+            self.clock_errors.append(exc)
+            now = math.nan
+        started = entry.started
+        self.tally.ran(outcome, entry.priority, started - entry.queued_at, now - started)
+
+    # -- leaving the queue unstarted -----------------------------------------------------------
+
+    def unqueue_locked(self, future: Future[Any], cancelled: bool) -> Optional[Entry]:
+        """Remove the entry of a future its user settled while it was queued (the cancel hook).
+
+        ``cancelled``: False if someone set a result on the queued future by hand.
+        Returns the entry, for the caller to detach, or None if it was not queued.
+        """
+        entry = self.queue.discard(future)
+        if entry is None:
+            return None
+        self.tally.add("cancelled" if cancelled else "completed", entry.priority)
+        if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
+            self.shrunk_locked()
+        if self.stopping:
+            self.emptied_locked()
+        return entry
+
+    def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:
+        """Take every queued entry out unrun, counted as ``outcome`` (None: by its settler)."""
+        drained = self.queue.drain()
+        if outcome is None:
+            self.undecided += len(drained)
+        else:
+            self.tally.add_each(outcome, [entry.priority for entry in drained])
+        self.settling += len(drained)
+        self.shrunk_locked()
+        return drained
+
+    def settled_locked(self, count: int) -> None:
+        """``count`` futures counted in ``settling`` are settled, callbacks included."""
+        self.settling -= count
+        self.shrunk_locked()
+
+    def quiet_locked(self) -> bool:
+        """Nothing queued, running or being settled: what join() waits for."""
+        return not self.queue and not self.running and not self.settling and not self.evicted
+
+    # -- time: deadlines and rate slots --------------------------------------------------------
+
+    def read_clock(self) -> Union[float, Exception]:
+        """The clock, or the exception it raised, which the caller logs once unserialised.
+
+        A failing clock must not kill what reads it: a worker would lose the task it holds,
+        the timer every later deadline. Until the clock works again, tasks start, and the
+        timer retries.
+        """
+        try:
+            return self.clock()
+        except Exception as exc:
+            return exc
+
+    def pop_due_locked(self, now: float) -> list[Entry]:
+        """The timer's turn at ``now``: open what the limits allow, and take out the due entries.
+
+        Those are counted expired (and ``settling``), for the caller to cancel.
+        """
+        limits = self.limits
+        if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
+            self.opened_locked(now)
+        due = self.queue.pop_due(now)
+        if due:
+            self.tally.add_each("expired", [entry.priority for entry in due])
+            self.settling += len(due)
+            self.shrunk_locked()
+            self.emptied_locked()
+        return due
+
+    def next_deadline_locked(self) -> Optional[float]:
+        """When the timer must wake next: the earliest deadline, or rate slot while tasks wait."""
+        deadline = self.queue.next_deadline()
+        if not self.limits.timed or not self.queue:
+            return deadline
+        wake = self.limits.next_wake()
+        if deadline is None or (wake is not None and wake < deadline):
+            return wake
+        return deadline
+
+    # -- limits changed at run time ------------------------------------------------------------
+
+    def change_limits_locked(self, limit: str, value: Union[int, RateLimit, None]) -> None:
+        """Set ``limit`` (``"rate_limit"``, ``"key_limit"``, ``"key_rate_limit"``), checked.
+
+        If the clock raises, nothing changed and the error goes to the caller.
+        """
+        limits = self.limits
+        if limit == "key_limit":
+            assert not isinstance(value, RateLimit)
+            limits.set_key_limit_locked(value)
+        else:
+            assert value is None or isinstance(value, RateLimit)
+            now = self.clock()
+            if limit == "rate_limit":
+                limits.set_rate_limit_locked(value, now)
+            else:
+                limits.set_key_rate_limit_locked(value, now)
+        self.limits_changed_locked()
+
+    def limits_changed_locked(self) -> None:
+        """After the limits changed: the queue's ordering, the fast path, the keys closed.
+
+        A queue goes from one lane per key (``KeyedQueue``) to plain order, or back, in O(n),
+        when the first key limit is set or the last one removed.
+        """
+        limits, queue = self.limits, self.queue
+        if isinstance(queue, KeyedQueue):
+            limits.regate_locked(queue)  # and if no key limit is left, it opens every key
+        if limits.keyed != isinstance(queue, KeyedQueue):
+            # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
+            # without the lock, and must find every queued task in whichever it reads.
+            reordered = self._new_queue()
+            queue.move_to(reordered)
+            self.queue = reordered
+        self.simple = self.room.max_queued is None and not limits.on
+
+    # -- what it reports -----------------------------------------------------------------------
+
+    def statistics_locked(self, **sizes: Optional[int]) -> ExecutorStatistics:
+        """The snapshot ``statistics()`` returns; ``sizes``: the owner's own fields."""
+        counts, limits, queue = self.tally.totals(), self.limits, self.queue
+        startable = 0 if self.paused else len(queue) - queue.held
+        wait, run, outcomes = self.tally.snapshot()
+        return ExecutorStatistics(
+            **sizes,  # type: ignore[arg-type]  # workers, idle_workers, a limit: the owner's
+            queued=len(queue),
+            queued_by_priority={
+                p: n for p, n in sorted(queue.by_priority.items(), reverse=True) if n
+            },
+            running=self.running,
+            paused=self.paused,
+            submitted=counts["submitted"],
+            completed=counts["completed"],
+            failed=counts["failed"],
+            cancelled=counts["cancelled"],
+            expired=counts["expired"],
+            rejected=counts["rejected"],
+            taken=counts["taken"],
+            held_by_key=queue.held,
+            rate_limited=limits.rate_until is not None and startable > 0,
+            rate_limit=limits.rate_limit,
+            key_limit=limits.key_limit,
+            key_rate_limit=limits.key_rate_limit,
+            wait=wait,
+            run=run,
+            outcomes=outcomes,
+        )
+
+    def check_backlog(self, in_flight: int) -> None:
+        """Assert the policy's invariants in O(n), serialised; ``in_flight``: the owner's count.
+
+        ``in_flight`` is every accepted task that is neither settled nor counted: queued,
+        running, or taken out and not yet decided.
+        """
+        queue, limits = self.queue, self.limits
+        queue._check_invariants()
+        assert self.running >= 0, "more tasks finished than started"
+        assert not (self.jumped and self.paused), "submitters yield to a paused pool"
+        assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
+        if self.room.max_queued is not None:
+            assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
+        assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
+        assert self.simple == (self.room.max_queued is None and not limits.on), "fast path"
+        if isinstance(queue, KeyedQueue):
+            limits.check(queue.closed)
+        assert sum(state.running for state in limits.keys.values()) <= self.running
+        self.tally.check()
+        counts = self.tally.totals()
+        settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired"))
+        settled += counts["taken"]  # taken out through _work_queue: not ours to run
+        assert counts["submitted"] == settled + in_flight, "lost task"
