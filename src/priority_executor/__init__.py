@@ -10,6 +10,7 @@ cancellation.
 
 from __future__ import annotations
 
+from ._aio import AsyncPriorityScheduler, AsyncView
 from ._delegating import PriorityExecutor
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
@@ -20,6 +21,8 @@ from ._rates import RateLimit
 from ._stats import ExecutorStatistics, QueueFullError
 
 __all__ = [
+    "AsyncPriorityScheduler",
+    "AsyncView",
     "Distribution",
     "ExecutorStatistics",
     "ListenerHandle",

@@ -67,11 +67,7 @@ class AdmissionControl(Admission[RunnerT]):
         make_runner: Callable[[Admission[RunnerT]], RunnerT],
     ) -> AdmissionControl[RunnerT]:
         """Check a front's queue options and make its admission, adopted by ``owner``."""
-        limits = Limits(
-            check_rate_limit("rate_limit", rate_limit),
-            check_limit("key_limit", key_limit),
-            check_rate_limit("key_rate_limit", key_rate_limit),
-        )
+        limits = Limits.checked(rate_limit, key_limit, key_rate_limit)
         admission: AdmissionControl[RunnerT] = cls(
             name=name,
             clock=check_clock(clock),

@@ -20,7 +20,15 @@ from ._control import AdmissionControl
 from ._listeners import Listener, ListenerHandle
 from ._map import map_results
 from ._options import PoolView
-from ._policy import Number, Priority, check_limit, check_task_options, check_timeout, describe
+from ._policy import (
+    Number,
+    Priority,
+    check_key,
+    check_limit,
+    check_task_options,
+    check_timeout,
+    describe,
+)
 from ._queue import Gate
 from ._rates import RateLimit
 from ._stats import ExecutorStatistics
@@ -132,11 +140,7 @@ class PriorityFront:
             TypeError: ``key`` is not hashable, or ``priority`` or ``timeout`` has a wrong type.
         """
         level, timeout = check_task_options(priority, timeout, self._admission.ageing)
-        try:
-            hash(key)
-        except TypeError:
-            raise TypeError(f"key must be hashable, got {describe(key)}") from None
-        return PoolView(self, level, timeout, key)
+        return PoolView(self, level, timeout, check_key(key))
 
     def map(
         self,

@@ -34,8 +34,8 @@ import math
 from collections.abc import Hashable, Iterator
 from typing import Optional, Protocol
 
-from ._policy import is_due
-from ._rates import RateLimit, Window, rewindow
+from ._policy import check_limit, is_due
+from ._rates import RateLimit, Window, check_rate_limit, rewindow
 
 
 class Gates(Protocol):
@@ -65,6 +65,15 @@ class KeyState:
 
 class Limits:
     """The rate and key limits of one pool; see the module docstring."""
+
+    @classmethod
+    def checked(cls, rate_limit: object, key_limit: object, key_rate_limit: object) -> Limits:
+        """The limits of a new scheduler, from its constructor's arguments, checked."""
+        return cls(
+            check_rate_limit("rate_limit", rate_limit),
+            check_limit("key_limit", key_limit),
+            check_rate_limit("key_rate_limit", key_rate_limit),
+        )
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+from collections.abc import Hashable
 from typing import Callable, Literal, Optional, Union, get_args
 
 Number = Union[int, float]
@@ -103,6 +104,15 @@ def check_limit(name: str, value: object, optional: bool = True) -> Optional[int
         what = "a positive integer or None" if optional else "a positive integer"
         raise error(f"{name} must be {what}, got {describe(value)}")
     return int(value)
+
+
+def check_key(key: object) -> Hashable:
+    """Return a view's ``key`` if it is hashable (None: no key)."""
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(f"key must be hashable, got {describe(key)}") from None
+    return key
 
 
 def check_clock(clock: object) -> Callable[[], float]:

@@ -1,0 +1,454 @@
+"""``AsyncPriorityScheduler``: priorities, queue deadlines and limits for coroutines.
+
+The asyncio twin of ``PriorityThreadPoolExecutor``: at most ``concurrency`` coroutines run at
+once, the best queued one starts next (higher priority first, FIFO among equals), a queued
+task may have a deadline, and the pool's limits (``rate_limit``, ``key_limit``,
+``key_rate_limit``) apply as they do to threads. The policy is the package's one backlog
+(``_backlog.py``), run on the event loop's thread by ``_aio_core.AsyncCore``; this module
+checks the arguments and holds the public surface.
+
+Everything runs on the one loop the scheduler is bound to, at its first ``submit``; nothing
+here is thread-safe, as nothing in asyncio is. From another thread, submit through
+``asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import numbers
+import time
+from collections.abc import Hashable
+from types import TracebackType
+from typing import Any, Callable, Optional, TypeVar, Union, cast
+
+from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction
+from ._limits import Limits
+from ._policy import (
+    Number,
+    Priority,
+    WhenFull,
+    check_ageing,
+    check_clock,
+    check_key,
+    check_limit,
+    check_seconds,
+    check_task_options,
+    check_timeout,
+    check_when_full,
+    describe,
+)
+from ._rates import RateLimit, check_rate_limit
+from ._stats import ExecutorStatistics
+
+T = TypeVar("T")
+
+
+class _Default:
+    """The ``run_timeout`` of a view that did not set one: its scheduler's."""
+
+    def __repr__(self) -> str:
+        return "<the scheduler's run_timeout>"
+
+
+SCHEDULER_DEFAULT = _Default()
+
+
+def check_concurrency(value: object) -> Union[int, float]:
+    """Return ``concurrency``: a positive int, or ``math.inf`` for no limit."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
+        )
+    if value == math.inf:
+        return math.inf
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
+        )
+    return int(value)
+
+
+def check_async_when_full(value: object) -> WhenFull:
+    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``."""
+    if value == "reject":
+        return "raise"
+    when_full = check_when_full(value)
+    if when_full == "block":
+        raise ValueError(
+            "when_full='block' is not for async code: a submit never blocks the loop;"
+            " a caller that awaits run() is already paced. Use 'raise' or 'evict'"
+        )
+    return when_full
+
+
+class AsyncPriorityScheduler:
+    """Run coroutines at most ``concurrency`` at once, the most urgent first.
+
+    ::
+
+        async with AsyncPriorityScheduler(concurrency=8) as scheduler:
+            page = await scheduler.run(fetch, "/api/details", priority=Priority.HIGH)
+            thumb = scheduler.submit(fetch, thumb_url, priority=Priority.LOW, timeout=2.0)
+
+    Args:
+        concurrency: the most coroutines running at once: a positive int, or ``math.inf``.
+            Settable while it runs: a higher value starts queued tasks at once, a lower
+            one interrupts nothing.
+        clock: the clock of queue deadlines, ageing and rate limits (``time.monotonic``).
+        ageing, max_queued, rate_limit, key_limit, key_rate_limit: as on
+            ``PriorityThreadPoolExecutor``.
+        when_full: with ``max_queued`` tasks queued, ``"raise"`` (or ``"reject"``) refuses
+            a new one with ``QueueFullError``; ``"evict"`` cancels the lowest queued task if
+            the new one ranks above it. ``"block"`` is refused: nothing may block the loop.
+        run_timeout: seconds a coroutine may run; one still running then is cancelled and
+            its future raises ``TimeoutError``. None (the default) for no limit.
+    """
+
+    def __init__(
+        self,
+        concurrency: Union[int, float] = 4,
+        *,
+        clock: Optional[Callable[[], float]] = None,
+        ageing: Optional[float] = None,
+        max_queued: Optional[int] = None,
+        when_full: str = "raise",
+        rate_limit: Union[RateLimit, tuple[int, float], None] = None,
+        key_limit: Optional[int] = None,
+        key_rate_limit: Union[RateLimit, tuple[int, float], None] = None,
+        run_timeout: Optional[float] = None,
+    ) -> None:
+        self._core = AsyncCore(
+            concurrency=check_concurrency(concurrency),
+            clock=time.monotonic if clock is None else check_clock(clock),
+            ageing=check_ageing(ageing),
+            max_queued=check_limit("max_queued", max_queued),
+            when_full=check_async_when_full(when_full),
+            limits=Limits.checked(rate_limit, key_limit, key_rate_limit),
+            run_timeout=check_seconds("run_timeout", run_timeout),
+        )
+
+    # -- submitting ---------------------------------------------------------------------------
+
+    def submit(
+        self,
+        fn: TaskFunction[T],
+        /,
+        *args: Any,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        **kwargs: Any,
+    ) -> asyncio.Future[T]:
+        """Queue ``fn(*args, **kwargs)`` and return its Future at once; call it on the loop.
+
+        ``fn`` is a coroutine function, or any callable that returns an awaitable, called
+        only when the task starts, in a new Task running in a copy of the context current
+        here. A coroutine object (``submit(fetch(url))``) is accepted too; if it never
+        starts, it is closed. ``priority`` and ``timeout`` are not passed to ``fn``; use
+        :meth:`options` to give ``fn`` keywords of those names.
+
+        Args:
+            priority: any real number; higher starts first, equal ones in submission order.
+            timeout: how long the task may wait in the queue, in seconds on the
+                scheduler's clock, counted from now: one not started by then is cancelled
+                and never starts. ``0``: it may not wait at all. None: no deadline.
+
+        Raises:
+            TypeError: ``fn`` is neither callable nor a coroutine, or a bad option type.
+            ValueError: ``priority`` is NaN, or ``timeout`` negative or NaN.
+            RuntimeError: the scheduler is closing, or this is not its event loop.
+            QueueFullError: ``max_queued`` tasks wait (see ``when_full``).
+        """
+        level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        return self._submit_checked(fn, args, kwargs, level, timeout, None, self._core.run_timeout)
+
+    async def run(
+        self,
+        fn: TaskFunction[T],
+        /,
+        *args: Any,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        **kwargs: Any,
+    ) -> T:
+        """``await submit(...)``: the result, or what the task raised.
+
+        Cancelling the caller cancels the task (a queued one never starts, a running one is
+        cancelled); ``asyncio.shield`` opts out.
+        """
+        return await self.submit(fn, *args, priority=priority, timeout=timeout, **kwargs)
+
+    def _submit_checked(
+        self,
+        fn: TaskFunction[T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: Number,
+        timeout: Optional[float],
+        key: Hashable,
+        run_timeout: Optional[float],
+    ) -> ScheduledFuture[T]:
+        """Submit with options already checked (by ``submit``, or when a view was made)."""
+        if inspect.iscoroutine(fn):
+            if args or kwargs:
+                fn.close()
+                raise TypeError("a coroutine object takes no arguments: pass them to its function")
+            args = AWAIT
+        elif not callable(fn):
+            raise TypeError(f"fn must be a coroutine function or a coroutine, got {describe(fn)}")
+        return self._core.submit(fn, args, kwargs, priority, timeout, key, run_timeout)
+
+    def options(
+        self,
+        *,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        run_timeout: Union[float, _Default, None] = SCHEDULER_DEFAULT,
+        key: Hashable = None,
+    ) -> AsyncView:
+        """A view whose ``submit`` and ``run`` forward every keyword to ``fn``.
+
+        Its tasks get this ``priority``, queue ``timeout``, ``run_timeout`` (by default the
+        scheduler's) and ``key``, which ``key_limit`` and ``key_rate_limit`` count apart.
+        """
+        level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        if isinstance(run_timeout, _Default):
+            running = self._core.run_timeout
+        else:
+            running = check_seconds("run_timeout", run_timeout)
+        return AsyncView(self, level, timeout, running, check_key(key))
+
+    def set_priority(self, future: asyncio.Future[Any], priority: Number) -> bool:
+        """Move a still-queued task to a new priority; False if it is not queued here."""
+        if not isinstance(future, asyncio.Future):
+            raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
+        level, _ = check_task_options(priority, None, self._core.ageing)
+        return self._core.requeue_locked(cast(Any, future), level)
+
+    # -- limits -------------------------------------------------------------------------------
+
+    @property
+    def concurrency(self) -> Union[int, float]:
+        """The most coroutines running at once; settable while it runs."""
+        return self._core.concurrency
+
+    @concurrency.setter
+    def concurrency(self, value: Union[int, float]) -> None:
+        self._core.concurrency = check_concurrency(value)
+        self._restaffed("concurrency")
+
+    @property
+    def rate_limit(self) -> Optional[RateLimit]:
+        """At most ``starts`` starts in any ``per`` seconds; settable (None: no limit)."""
+        return self._core.limits.rate_limit
+
+    @rate_limit.setter
+    def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
+        self._core.change_limits_locked("rate_limit", check_rate_limit("rate_limit", value))
+        self._restaffed("rate_limit")
+
+    @property
+    def key_limit(self) -> Optional[int]:
+        """At most this many tasks of one key running at once; settable (None: no limit)."""
+        return self._core.limits.key_limit
+
+    @key_limit.setter
+    def key_limit(self, value: Optional[int]) -> None:
+        self._core.change_limits_locked("key_limit", check_limit("key_limit", value))
+        self._restaffed("key_limit")
+
+    @property
+    def key_rate_limit(self) -> Optional[RateLimit]:
+        """``rate_limit`` for each key apart; settable (None: no limit)."""
+        return self._core.limits.key_rate_limit
+
+    @key_rate_limit.setter
+    def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
+        limit = check_rate_limit("key_rate_limit", value)
+        self._core.change_limits_locked("key_rate_limit", limit)
+        self._restaffed("key_rate_limit")
+
+    @property
+    def run_timeout(self) -> Optional[float]:
+        """The seconds a coroutine may run (None: no limit), unless its view sets its own."""
+        return self._core.run_timeout
+
+    def _restaffed(self, what: str) -> None:
+        """A limit changed: start what it now allows, and wake the timer for a rate slot."""
+        core = self._core
+        if core.loop is not None and not core.loop.is_closed():
+            core.bind(f"setting {what}")
+            core.arm()
+            core.pump()
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """How many tasks are queued."""
+        return len(self._core.queue)
+
+    @property
+    def active(self) -> int:
+        """How many tasks have started and not yet finished (a cancelled one until it ends)."""
+        return self._core.running
+
+    @property
+    def paused(self) -> bool:
+        """True between :meth:`pause` and :meth:`resume`."""
+        return self._core.paused
+
+    def pause(self) -> None:
+        """Start no queued task until :meth:`resume`; running ones carry on."""
+        if not self._core.stopping:  # a closing scheduler drains its queue
+            self._core.paused = True
+
+    def resume(self) -> None:
+        """Start queued tasks again, as many as may start."""
+        self._core.paused = False
+        self._restaffed("resume()")
+
+    async def join(self, timeout: Optional[float] = None) -> bool:
+        """Wait until nothing is queued or running, tasks submitted meanwhile included.
+
+        Returns:
+            True once quiet; False if ``timeout`` seconds passed first.
+
+        Raises:
+            RuntimeError: called from one of the scheduler's own tasks, which would wait
+                for itself.
+        """
+        timeout = check_timeout(timeout)
+        core = self._core
+        if core.loop is None or core.quiet_locked():
+            return True
+        loop = core.bind("join()")
+        if asyncio.current_task() in core.active:
+            raise RuntimeError(
+                "cannot join() from one of the scheduler's own tasks: it would wait for itself"
+            )
+        waiter: asyncio.Future[bool] = loop.create_future()
+        core.idle.append(waiter)
+        core.joiners += 1
+        timer = None if timeout is None else loop.call_later(timeout, _settle, waiter, False)
+        try:
+            return await waiter
+        finally:
+            core.joiners -= 1
+            if timer is not None:
+                timer.cancel()
+            if waiter in core.idle:
+                core.idle.remove(waiter)
+
+    def statistics(self) -> ExecutorStatistics:
+        """A snapshot of the counts, as ``PriorityThreadPoolExecutor.statistics()`` has them.
+
+        ``max_workers`` is ``concurrency`` (None for ``math.inf``), ``workers`` the running
+        coroutines, ``idle_workers`` the free slots.
+        """
+        core = self._core
+        limit = core.concurrency
+        free = 0 if limit == math.inf else max(0, int(limit) - core.running)
+        return core.statistics_locked(
+            workers=core.running,
+            idle_workers=free,
+            max_workers=None if limit == math.inf else int(limit),
+        )
+
+    def __repr__(self) -> str:
+        core = self._core
+        state = "closed" if core.closed else "paused" if core.paused else "running"
+        return (
+            f"<{type(self).__name__} {state} concurrency={core.concurrency}"
+            f" queued={len(core.queue)} active={core.running}>"
+        )
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def aclose(self, *, cancel_futures: bool = False) -> None:
+        """Refuse new work, cancel what is queued if ``cancel_futures``, wait for the rest.
+
+        Closing twice is harmless; a paused scheduler resumes, so its queued tasks run.
+        """
+        core = self._core
+        if core.loop is None:
+            core.closed = core.stopping = True
+            return
+        core.bind("aclose()")
+        core.close(cancel_futures)
+        await self.join()
+
+    async def __aenter__(self) -> AsyncPriorityScheduler:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        """Close; if the body raised, cancel what is queued and running first, then wait."""
+        if exc is None:
+            await self.aclose()
+            return
+        core = self._core
+        core.closed = core.stopping = True
+        if core.loop is not None:
+            core.cancel_queued()
+            core.cancel_running()
+            await self.join()
+
+    def _check_invariants(self) -> None:
+        """Check the scheduler's invariants in O(n); for tests."""
+        self._core.check_invariants()
+
+    def _wake_timer(self) -> None:
+        """Re-read the clock now (tests call this after moving a fake clock)."""
+        self._core.wake_timer()
+
+
+def _settle(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)
+
+
+class AsyncView:
+    """A view of an :class:`AsyncPriorityScheduler` with fixed options for its tasks.
+
+    Made by :meth:`AsyncPriorityScheduler.options`. Its :meth:`submit` and :meth:`run`
+    forward every keyword to ``fn`` (``timeout=3`` reaches ``fn``), and take the priority,
+    queue timeout, run timeout and key from the view.
+    """
+
+    __slots__ = ("_scheduler", "key", "priority", "run_timeout", "timeout")
+
+    def __init__(
+        self,
+        scheduler: AsyncPriorityScheduler,
+        priority: Number,
+        timeout: Optional[float],
+        run_timeout: Optional[float],
+        key: Hashable,
+    ) -> None:
+        self._scheduler = scheduler
+        self.priority = priority
+        self.timeout = timeout
+        self.run_timeout = run_timeout
+        self.key = key
+
+    def submit(self, fn: TaskFunction[T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Queue ``fn(*args, **kwargs)`` with the view's options; see the scheduler's."""
+        return self._scheduler._submit_checked(
+            fn, args, kwargs, self.priority, self.timeout, self.key, self.run_timeout
+        )
+
+    async def run(self, fn: TaskFunction[T], /, *args: Any, **kwargs: Any) -> T:
+        """``await submit(...)``."""
+        return await self.submit(fn, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"<AsyncView priority={self.priority!r} timeout={self.timeout!r}"
+            f" run_timeout={self.run_timeout!r} key={self.key!r} of {self._scheduler!r}>"
+        )

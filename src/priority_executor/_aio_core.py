@@ -1,0 +1,454 @@
+"""The asyncio scheduler's core: the package's backlog, run on one event loop's thread.
+
+:class:`AsyncCore` is a :class:`~._backlog.Backlog` (the queue, its orderings, ageing, the
+limits and the counts, shared with the thread pool) whose owner is an event loop. Every call
+is made on the loop's thread, so it needs no lock; it has no thread and no timer thread of
+its own, only one ``loop.call_later`` handle for the next deadline or rate slot. No user code
+runs inside its bookkeeping: a coroutine runs in its own Task, and a future's done-callbacks
+are scheduled by the loop (``call_soon``), never called from here.
+
+The flows
+---------
+1. **Submit.** :meth:`AsyncCore.submit` makes a :class:`ScheduledFuture` and its ``Entry``,
+   stamps it (``Backlog.stamp_locked``), makes room (``Room``), queues it, arms the timer for
+   its deadline and pumps.
+2. **Start.** :meth:`AsyncCore.pump` is the one place a task leaves the queue to start: while
+   fewer than ``concurrency`` tasks run it calls ``Backlog.take_locked`` and starts a Task for
+   what it took (:meth:`AsyncCore._start`). The start is counted (``running``) before the Task
+   exists, so an eager task factory, which runs the coroutine inside ``create_task``, finds
+   it counted; a submit from that coroutine queues, and the pump already running takes it.
+3. **Settle.** The Task's done-callback (:meth:`AsyncCore.reap`) settles the future from the Task
+   (whose exception is always retrieved), reports the outcome (``finished_locked``) and pumps:
+   a slot is freed only when the coroutine has really finished.
+4. **Cancel.** :meth:`ScheduledFuture.cancel` settles the future at once; a queued task then
+   leaves the queue in O(1) (``unqueue_locked``) and never starts, a running one has its Task
+   cancelled, and its slot stays taken until the coroutine ends.
+5. **Time.** :meth:`AsyncCore._on_timer` expires what the clock has passed and opens rate
+   slots (``pop_due_locked``), re-arms for the next, and pumps. Deadlines are on the
+   scheduler's clock; the handle waits the difference on the loop's.
+
+Every accepted task is in exactly one place: ``submitted == completed + failed + cancelled +
+expired + queued + running`` (:meth:`AsyncCore.check_invariants`: "lost task").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import math
+import sys
+from collections.abc import Awaitable, Hashable, Mapping
+from inspect import CO_COROUTINE
+from types import FunctionType
+from typing import Any, Callable, Optional, TypeVar, Union, cast
+
+from ._backlog import Backlog
+from ._claim import Outcome
+from ._limits import Limits
+from ._policy import Number, WhenFull, describe
+from ._queue import NO_KWARGS, Entry
+from ._room import Room
+from ._timer import CLOCK_RETRY, log_clock_failure
+
+T = TypeVar("T")
+
+#: The ``args`` of an entry whose ``fn`` is a coroutine object to await, not a function.
+AWAIT: tuple[Any, ...] = ("<await>",)
+
+#: What a coroutine that ran past its ``run_timeout`` raises (the builtin on 3.11+).
+RunTimeoutError = asyncio.TimeoutError
+
+
+class ScheduledFuture(asyncio.Future[T]):
+    """The future of one scheduled task: cancelling it takes the task out at once.
+
+    It carries its task's state, so that a start costs no object more than its Task.
+    """
+
+    __slots__ = ("_context", "_core", "_entry", "_run_timeout", "_task", "_timed_out", "_timer")
+
+    _core: Optional[AsyncCore]  # None once the scheduler is done with it
+    _context: contextvars.Context  # the context of the submit, for the Task
+    _run_timeout: Optional[float]
+    _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
+    _task: Optional[asyncio.Task[Any]]  # its Task, once made
+    _timer: Optional[asyncio.TimerHandle]  # its run_timeout
+    _timed_out: bool
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Cancel the task: it never starts if queued; a running coroutine is cancelled.
+
+        The future is cancelled at once. A running coroutine's slot is freed only when it
+        has finished (its ``finally`` blocks run, or it suppresses the cancel).
+        """
+        if not super().cancel(msg):
+            return False
+        core = self._core
+        if core is not None:
+            core.cancelled(self)
+        return True
+
+    def _time_out(self) -> None:
+        """``run_timeout`` passed: cancel the coroutine; the future raises TimeoutError."""
+        self._timed_out = True
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """The coroutine of a started task's Task: call ``fn`` there, in the submit's context."""
+    awaitable = fn(*args, **kwargs)
+    if not inspect.isawaitable(awaitable):
+        raise TypeError(
+            f"fn must return an awaitable, got {describe(awaitable)}: for a blocking function,"
+            " use loop.run_in_executor(pool.options(...), fn) with a PriorityThreadPoolExecutor"
+        )
+    return await awaitable
+
+
+if sys.version_info >= (3, 11):
+
+    def _create_task(
+        loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context
+    ) -> asyncio.Task[Any]:
+        return loop.create_task(coro, context=context)
+
+else:
+
+    def _create_task(
+        loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context
+    ) -> asyncio.Task[Any]:
+        return context.run(loop.create_task, coro)  # the Task copies the context it runs in
+
+
+class AsyncCore(Backlog):
+    """The backlog of one ``AsyncPriorityScheduler``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: Union[int, float],
+        clock: Callable[[], float],
+        ageing: Optional[float],
+        max_queued: Optional[int],
+        when_full: WhenFull,
+        limits: Limits,
+        run_timeout: Optional[float],
+    ) -> None:
+        super().__init__(
+            clock=clock, ageing=ageing, limits=limits, room=Room(None, max_queued, when_full)
+        )
+        self.concurrency = concurrency
+        self.run_timeout = run_timeout
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.active: dict[asyncio.Task[Any], ScheduledFuture[Any]] = {}  # by running Task
+        self.closed = False  # aclose() began: refuse new work
+        self.pumping = False  # pump() is taking: a pump called meanwhile leaves it to it
+        self.unrun: list[Entry] = []  # what pump()'s takes found expired, for it to cancel
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.timer_at: Optional[float] = None  # on the scheduler's clock
+        self.idle: list[asyncio.Future[bool]] = []  # join() waiters, woken once quiet
+        self.limits_changed_locked()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def bind(self, what: str) -> asyncio.AbstractEventLoop:
+        """The running loop, to which the scheduler is bound at its first submit.
+
+        A scheduler whose loop was closed rebinds to the running one if it is idle (reused
+        across two ``asyncio.run`` calls); otherwise a call from another loop or thread is
+        refused, naming the fix.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and loop is self.loop:
+            return loop
+        if loop is not None and (self.loop is None or (self.loop.is_closed() and self._idle())):
+            self.loop, self.timer, self.timer_at = loop, None, None
+            return loop
+        raise RuntimeError(
+            f"{what} must be called on the event loop the scheduler runs on; from another"
+            " thread or loop, use asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)"
+        )
+
+    def _idle(self) -> bool:
+        return self.quiet_locked() and not self.active
+
+    # -- 1. submit ----------------------------------------------------------------------------
+
+    def check_accepting_locked(self, priority: Number, gate: Any = None) -> None:
+        """Refuse new work once closing, as the standard pool does after shutdown."""
+        if self.closed:
+            self.tally.add("rejected", priority)
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    def is_own_thread_locked(self, thread: object) -> bool:
+        return False  # for Room: a submit here never blocks ("block" is refused when made)
+
+    def submit(
+        self,
+        fn: TaskFunction[T],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        priority: Number,
+        timeout: Optional[float],
+        group: Hashable,
+        run_timeout: Optional[float],
+    ) -> ScheduledFuture[T]:
+        """Queue a task whose options are checked; ``args`` is ``AWAIT`` for a coroutine."""
+        loop = self.bind("submit()")
+        future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
+        future._core, future._context = self, contextvars.copy_context()
+        future._run_timeout, future._entry = run_timeout, None
+        future._task = future._timer = None
+        future._timed_out = False
+        # The queue holds thread-pool futures by type; it only hashes them and asks done().
+        entry = Entry(
+            cast(Any, future), cast(Any, fn), args, kwargs or NO_KWARGS, priority, None, group
+        )
+        try:
+            self.check_accepting_locked(priority)
+            key, expired = self.stamp_locked(entry, timeout)
+            evict = None
+            if not expired and self.room.full_locked(self.queue):
+                evict, _ = self.room.make_room_locked(self, entry, key, None)
+        except BaseException:
+            _discard(entry)
+            raise
+        self.tally.submitted += 1
+        if expired:
+            self.tally.add("expired", priority)
+            _discard(entry).cancel()
+            return future
+        if evict is not None:
+            self.queue.remove(evict)
+            self.tally.evicted(evict.priority)
+            _discard(evict).cancel()
+        self.queue.push(entry, key)
+        if entry.deadline is not None or self.limits.timed:
+            self.arm()
+        if self.running < self.concurrency:
+            self.pump()
+        return future
+
+    # -- 2. start -----------------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Start the best queued tasks while slots are free: the one place a task starts."""
+        if self.pumping:
+            return
+        self.pumping = True
+        unrun = self.unrun
+        try:
+            while self.running < self.concurrency:
+                entry = self.take_locked(unrun)
+                if entry is None:
+                    break
+                self._start(entry)
+        finally:
+            self.pumping = False
+            if unrun:  # expired as they were taken
+                expired = unrun[:]
+                del unrun[:]
+                for entry in expired:
+                    _discard(entry).cancel()
+                self.settled_locked(len(expired))
+            if self.clock_errors:
+                self._log_clock_errors()
+
+    def _start(self, entry: Entry) -> None:
+        """Start a Task for a task taken from the queue, counted ``running``."""
+        future = cast(ScheduledFuture[Any], entry.future)
+        if future.done():  # its result was set by hand while it was queued
+            _discard(entry)
+            self.finished_locked("cancelled" if future.cancelled() else "completed", entry)
+            return
+        loop = self.loop
+        assert loop is not None
+        fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        entry.detach()  # the future keeps what it needs: the entry's key, priority and times
+        future._entry = entry
+        coro: Any
+        try:
+            if args is AWAIT:
+                coro = fn
+            elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
+                coro = fn(*args, **kwargs)  # an async def: calling it runs none of its code
+            else:
+                coro = _call(fn, args, kwargs)
+            task = future._task = _create_task(loop, coro, future._context)
+        except Exception as exc:  # a task factory that raised, say
+            future._core = future._entry = None
+            if not future.done():
+                future.set_exception(exc)
+            self.finished_locked("failed", entry)
+            return
+        self.active[task] = future
+        task.add_done_callback(self.reap)
+        if future.cancelled():  # by its own coroutine, started by an eager task factory
+            task.cancel()
+        elif future._run_timeout is not None:
+            future._timer = loop.call_later(future._run_timeout, future._time_out)
+
+    def reap(self, task: asyncio.Task[Any]) -> None:
+        """A started task's Task is done: settle its future, free its slot, start the next."""
+        future = self.active.pop(task)
+        entry = future._entry
+        assert entry is not None
+        if future._timer is not None:
+            future._timer.cancel()
+        future._core = future._entry = future._task = future._timer = None
+        outcome: Outcome
+        if task.cancelled():
+            if future._timed_out and not future.done():
+                timeout = future._run_timeout
+                future.set_exception(RunTimeoutError(f"the task ran past run_timeout={timeout}"))
+                outcome = "failed"
+            else:
+                future.cancel()  # cancelled by its Task's cancel: by aclose, or the loop
+                outcome = "cancelled"
+        else:
+            error = task.exception()  # retrieved, whatever becomes of the future
+            if future.cancelled():
+                outcome = "cancelled"  # the coroutine suppressed the cancel
+            elif error is None:
+                future.set_result(task.result())
+                outcome = "completed"
+            else:
+                future.set_exception(error)
+                outcome = "failed"
+        self.finished_locked(outcome, entry)
+        if self.queue.entries:
+            self.pump()
+
+    # -- 4. cancel ----------------------------------------------------------------------------
+
+    def cancelled(self, future: ScheduledFuture[Any]) -> None:
+        """``future`` was cancelled by its user: unqueue its task, or cancel its Task."""
+        if future._entry is not None:  # started
+            if future._task is not None:
+                future._task.cancel()  # its slot is freed when the coroutine ends
+            return
+        entry = self.unqueue_locked(cast(Any, future), True)
+        if entry is not None:
+            _discard(entry)
+
+    # -- the hooks of the backlog --------------------------------------------------------------
+
+    def opened_locked(self, now: float) -> None:
+        """Keys or a rate slot opened: the pump that follows every call starts them."""
+
+    def wake_timer_locked(self) -> None:
+        self.arm()
+
+    def shrunk_locked(self) -> None:
+        if self.joiners and self.quiet_locked():
+            for waiter in self.idle:
+                if not waiter.done():
+                    waiter.set_result(True)
+            self.idle.clear()
+
+    def emptied_locked(self) -> None:
+        """Nothing to do: a closing scheduler's ``aclose()`` waits for quiet by ``join()``."""
+
+    # -- 5. time ------------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """Have the timer fire by the next deadline or rate slot, if it would fire later."""
+        when = self.next_deadline_locked()
+        if when is None or (self.timer_at is not None and self.timer_at <= when):
+            return  # nothing to wait for, or an earlier call comes: it re-arms
+        loop = self.loop
+        assert loop is not None
+        now = self.read_clock()
+        delay = CLOCK_RETRY if isinstance(now, Exception) else max(0.0, when - now)
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """Expire what is due, open the rate slots passed, re-arm, and start what may start."""
+        self.timer = self.timer_at = None
+        now = self.read_clock()
+        if isinstance(now, Exception):
+            log_clock_failure(now)
+            loop = self.loop
+            assert loop is not None
+            self.timer_at = -math.inf  # any later arm() waits for this retry
+            self.timer = loop.call_later(CLOCK_RETRY, self._on_timer)
+            return
+        due = self.pop_due_locked(now)
+        for entry in due:
+            _discard(entry).cancel()
+        if due:
+            self.settled_locked(len(due))
+        self.arm()
+        self.pump()
+
+    def wake_timer(self) -> None:
+        """Re-read the clock now (tests call this after moving a fake clock)."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self._on_timer()
+
+    def _log_clock_errors(self) -> None:
+        while self.clock_errors:
+            log_clock_failure(self.clock_errors.pop(0))
+
+    # -- 6. closing ---------------------------------------------------------------------------
+
+    def close(self, cancel_futures: bool) -> None:
+        """Refuse new work; cancel what is queued if asked; a paused scheduler resumes."""
+        self.closed = self.stopping = True
+        if cancel_futures:
+            self.cancel_queued()
+        self.paused = False
+        self.pump()
+
+    def cancel_queued(self) -> None:
+        drained = self.drain_locked("cancelled")
+        for entry in drained:
+            _discard(entry).cancel()
+        self.settled_locked(len(drained))
+
+    def cancel_running(self) -> None:
+        for future in list(self.active.values()):
+            future.cancel()
+
+    def check_invariants(self) -> None:
+        """Check the backlog's and the core's invariants in O(n); for tests."""
+        self.check_backlog(len(self.queue) + self.running)
+        assert len(self.active) <= self.running, "a Task runs that is not counted"
+        assert self.running <= len(self.active), "a start is counted with no Task"
+        if not self.paused:
+            assert self.running >= min(self.concurrency, self.running + self.waiting_locked()) or (
+                self.pumping
+            ), "a slot is free while a task that may start waits"
+        if self.queue.deadline_count or (self.limits.timed and self.queue):
+            assert self.timer is not None, "deadlines pending without a timer"
+            earliest = self.next_deadline_locked()
+            assert self.timer_at is not None, "a timer with no target"
+            assert earliest is not None, "deadline count without a deadline"
+            assert self.timer_at <= earliest, "the timer would fire past a deadline"
+
+
+def _discard(entry: Entry) -> ScheduledFuture[Any]:
+    """Detach an entry that will never start; close its coroutine object, if it was given one.
+
+    So a coroutine submitted as an object and never started raises no "never awaited"
+    warning.
+    """
+    awaitable, args = entry.fn, entry.args
+    future = cast(ScheduledFuture[Any], entry.detach())
+    future._core = None
+    if args is AWAIT and inspect.iscoroutine(awaitable):
+        awaitable.close()
+    return future
+
+
+#: What ``submit`` accepts as ``fn``.
+TaskFunction = Union[Callable[..., Awaitable[T]], Awaitable[T]]
