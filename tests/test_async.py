@@ -637,6 +637,7 @@ def test_run_timeout_cancels_a_coroutine_that_runs_too_long_and_raises_timeout_e
         slow = scheduler.submit(gate, "slow")
         with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=0.02")):
             await slow
+        assert await scheduler.join(TIMEOUT)  # the coroutine ends after its future settled
         assert gate.finished == ["slow"]
         # A view may set its own, or none.
         unbounded = scheduler.options(run_timeout=None)

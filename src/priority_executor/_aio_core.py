@@ -90,8 +90,15 @@ class ScheduledFuture(asyncio.Future[T]):
         return True
 
     def _time_out(self) -> None:
-        """``run_timeout`` passed: cancel the coroutine; the future raises TimeoutError."""
-        self._timed_out = True
+        """``run_timeout`` passed: the future raises TimeoutError now; the coroutine is cancelled.
+
+        Its slot stays taken until the coroutine has finished.
+        """
+        if not self.done():
+            self._timed_out = True
+            self.set_exception(
+                RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
+            )
         if self._task is not None:
             self._task.cancel()
 
@@ -301,25 +308,21 @@ class AsyncCore(Backlog):
         if future._timer is not None:
             future._timer.cancel()
         future._core = future._entry = future._task = future._timer = None
+        error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
         outcome: Outcome
-        if task.cancelled():
-            if future._timed_out and not future.done():
-                timeout = future._run_timeout
-                future.set_exception(RunTimeoutError(f"the task ran past run_timeout={timeout}"))
-                outcome = "failed"
-            else:
-                future.cancel()  # cancelled by its Task's cancel: by aclose, or the loop
-                outcome = "cancelled"
+        if future._timed_out:
+            outcome = "failed"  # it raised TimeoutError at its run_timeout
+        elif future.cancelled():
+            outcome = "cancelled"  # by its user, or by its own coroutine
+        elif task.cancelled():
+            future.cancel()  # its Task was cancelled: by aclose, or by the loop's closing
+            outcome = "cancelled"
+        elif error is None:
+            future.set_result(task.result())
+            outcome = "completed"
         else:
-            error = task.exception()  # retrieved, whatever becomes of the future
-            if future.cancelled():
-                outcome = "cancelled"  # the coroutine suppressed the cancel
-            elif error is None:
-                future.set_result(task.result())
-                outcome = "completed"
-            else:
-                future.set_exception(error)
-                outcome = "failed"
+            future.set_exception(error)
+            outcome = "failed"
         self.finished_locked(outcome, entry)
         if self.queue.entries:
             self.pump()

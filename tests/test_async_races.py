@@ -1,0 +1,363 @@
+"""AsyncPriorityScheduler attacked: the worst thing at the worst moment, on the loop.
+
+Each test puts a cancel, a done-callback, a deadline, a limit change or a closing at the
+moment where a scheduler (or one of the libraries it replaces) has gone wrong, across the
+options (ageing x max_queued x when_full x views), and checks the invariants after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+from typing import Any, Optional
+
+import pytest
+
+from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, settle
+from conftest import TIMEOUT, FakeClock
+from priority_executor import AsyncPriorityScheduler, Priority
+
+OPTIONS = [
+    {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
+    for ageing, (max_queued, when_full), view in itertools.product(
+        (None, 1.0), ((None, "raise"), (50, "raise"), (50, "evict")), (False, True)
+    )
+]
+
+
+def ids(options: dict[str, Any]) -> str:
+    return "-".join(f"{k}={v}" for k, v in options.items())
+
+
+class Through:
+    """Submits to a scheduler directly, or through a view made for each task's options."""
+
+    def __init__(self, scheduler: AsyncPriorityScheduler, view: bool) -> None:
+        self.scheduler = scheduler
+        self.view = view
+
+    def submit(self, fn: Any, *args: Any, timeout: Optional[float] = None) -> Any:
+        if self.view:
+            return self.scheduler.options(key="k", timeout=timeout).submit(fn, *args)
+        return self.scheduler.submit(fn, *args, timeout=timeout)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        return await self.submit(fn, *args)
+
+
+def make(
+    options: dict[str, Any], concurrency: int = 1, **more: Any
+) -> tuple[AsyncPriorityScheduler, Through]:
+    """A scheduler with ``options``, and what to submit through: itself or a view."""
+    chosen = {k: v for k, v in options.items() if k != "view"}
+    scheduler = AsyncPriorityScheduler(concurrency, **chosen, **more)
+    return scheduler, Through(scheduler, options["view"])
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_cancel_in_the_same_loop_iteration_as_the_start_never_runs_fn(
+    kind: str, options: dict[str, Any]
+) -> None:
+    async def main() -> None:
+        ran: list[str] = []
+
+        async def task(name: str) -> None:
+            ran.append(name)
+
+        scheduler, target = make(options, clock=FakeClock())
+        # A free slot: the task starts inside submit (its Task is made), and is cancelled
+        # before the loop runs a single step of it.
+        future = target.submit(task, "cancelled at its start")
+        assert scheduler.active == 1
+        assert future.cancel()
+        assert future.cancelled()
+        after = target.submit(task, "after")
+        await after
+        assert ran == ["after"]
+        stats = await accounted(scheduler)
+        assert stats.cancelled == 1
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_a_done_callback_that_cancels_the_next_task_lets_the_one_after_start(
+    kind: str, options: dict[str, Any]
+) -> None:
+    async def main() -> None:
+        gate, recorder = Gate(), Recorder()
+        scheduler, target = make(options, clock=FakeClock())
+        first = target.submit(gate, "first")
+        second = target.submit(recorder, "second")
+        third = target.submit(recorder, "third")
+        first.add_done_callback(lambda _: second.cancel())
+        gate.open()
+        assert await third == "third"
+        assert second.cancelled()
+        assert recorder.order == ["third"]
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_the_caller_cancelled_while_its_task_starts(kind: str, options: dict[str, Any]) -> None:
+    async def main() -> None:
+        gate, ran = Gate(), []
+
+        async def task() -> None:
+            ran.append("ran")
+            await asyncio.sleep(TIMEOUT)
+
+        scheduler, target = make(options, clock=FakeClock())
+        held = target.submit(gate)
+        caller = asyncio.ensure_future(target.run(task))
+        await settle()
+        # The slot frees (gate) and the caller is cancelled in the same iteration: either
+        # the task never starts, or it starts and is cancelled; never left running.
+        gate.open()
+        caller.cancel()
+        await asyncio.wait([caller, held], timeout=TIMEOUT)
+        assert caller.cancelled()
+        stats = await accounted(scheduler)
+        assert stats.cancelled == 1
+        assert len(ran) <= 1
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_a_deadline_and_a_cancel_and_a_free_slot_at_one_clock_reading(
+    kind: str, options: dict[str, Any]
+) -> None:
+    async def main() -> None:
+        clock, gate, recorder = FakeClock(), Gate(), Recorder()
+        scheduler, target = make(options, clock=clock)
+        held = target.submit(gate)
+        due = target.submit(recorder, "due", timeout=2.0)
+        cancelled = target.submit(recorder, "cancelled", timeout=2.0)
+        kept = target.submit(recorder, "kept", timeout=3.0)
+        clock.advance(2.0)
+        cancelled.cancel()
+        gate.open()
+        await held
+        scheduler._wake_timer()
+        assert await kept == "kept"
+        assert due.cancelled()
+        assert recorder.order == ["kept"]
+        stats = await accounted(scheduler)
+        assert (stats.expired, stats.cancelled, stats.completed) == (1, 1, 2)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_aclose_while_running_tasks_submit_more(kind: str, options: dict[str, Any]) -> None:
+    async def main() -> None:
+        gate = Gate()
+        refused: list[str] = []
+        scheduler, target = make(options, concurrency=2)
+
+        async def spawner(depth: int) -> None:
+            await gate()
+            try:
+                target.submit(spawner, depth + 1)
+            except RuntimeError as exc:
+                refused.append(str(exc))
+
+        futures = [target.submit(spawner, 0) for _ in range(4)]
+        await settle()
+        closing = asyncio.ensure_future(scheduler.aclose())
+        await settle()
+        gate.open()
+        await closing
+        await asyncio.gather(*futures)
+        assert refused == ["cannot schedule new futures after shutdown"] * 4
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_cancelled_queued_task_never_lets_two_run_at_a_limit_of_one(kind: str) -> None:
+    """aiojobs' bug: a queued job cancelled while the limit is full let two run at once."""
+
+    async def main() -> None:
+        peak, gate = Peak(), Gate()
+        scheduler = AsyncPriorityScheduler(1)
+        futures = [scheduler.submit(peak.hold, gate=gate) for _ in range(6)]
+        await settle()
+        for future in futures[1:4]:
+            assert future.cancel()
+        await settle()
+        assert peak.most == 1
+        gate.open()
+        await asyncio.gather(*futures, return_exceptions=True)
+        assert peak.most == 1
+        stats = await accounted(scheduler)
+        assert (stats.cancelled, stats.completed) == (3, 3)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_slot_granted_to_a_task_cancelled_before_its_first_step_is_passed_on_once(
+    kind: str,
+) -> None:
+    """CPython's Semaphore and anyio #947: a wake-up given to a cancelled waiter leaked."""
+
+    async def main() -> None:
+        peak, gate = Peak(), Gate()
+        scheduler = AsyncPriorityScheduler(2)
+        held = [scheduler.submit(peak.hold, gate=gate) for _ in range(2)]
+        waiting = [scheduler.submit(peak.hold) for _ in range(6)]
+        await settle()
+        held[0].cancel()  # frees a slot: waiting[0] starts, its Task not yet stepped
+        assert scheduler.active == 2
+        waiting[0].cancel()  # cancelled before its first step
+        await settle()
+        assert peak.most == 2
+        gate.open()
+        await asyncio.gather(*held, *waiting, return_exceptions=True)
+        assert peak.most == 2
+        stats = await accounted(scheduler)
+        assert (stats.cancelled, stats.completed) == (2, 6)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_lowering_and_raising_concurrency_never_over_grants(kind: str) -> None:
+    """anyio #1170 and #1223: lower then raise the limit, and it granted too many."""
+
+    async def main() -> None:
+        peak, gate = Peak(), Gate()
+        scheduler = AsyncPriorityScheduler(3)
+        futures = [scheduler.submit(peak.hold, gate=gate) for _ in range(3)]
+        futures += [scheduler.submit(peak.hold) for _ in range(20)]
+        await settle()
+        scheduler.concurrency = 1
+        scheduler.concurrency = 2
+        scheduler.concurrency = 1
+        scheduler.concurrency = 4
+        assert scheduler.active == 4, "a raise starts as many as there are free slots"
+        await settle()
+        assert peak.most == 4
+        gate.open()
+        await asyncio.gather(*futures)
+        assert peak.most == 4
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_run_timeout_frees_the_slot_only_when_the_coroutine_ends(kind: str) -> None:
+    """p-queue's bug: a timeout settled the caller and freed the slot while fn still ran."""
+
+    async def main() -> None:
+        cleanup, recorder = Gate(), Recorder()
+        scheduler = AsyncPriorityScheduler(1, run_timeout=0.01)
+
+        async def slow() -> None:
+            try:
+                await asyncio.sleep(TIMEOUT)
+            finally:
+                await cleanup("cleanup")
+
+        timed_out = scheduler.submit(slow)
+        nxt = scheduler.submit(recorder, "next")
+        with pytest.raises(asyncio.TimeoutError):
+            await timed_out
+        await settle()
+        assert scheduler.active == 1
+        assert recorder.order == []
+        cleanup.open()
+        assert await nxt == "next"
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task factories are 3.12+")
+def test_an_eager_task_factory_finds_the_start_counted_before_the_first_line() -> None:
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        scheduler = AsyncPriorityScheduler(2)
+        seen: list[int] = []
+        children: list[asyncio.Future[Any]] = []
+
+        async def parent(name: int) -> None:
+            seen.append(scheduler.active)  # runs inside create_task, eagerly
+            if name < 3:
+                children.append(scheduler.submit(parent, name + 10))
+            await asyncio.sleep(0)
+
+        async def cancel_myself() -> None:
+            me = scheduler_futures[-1]
+            me.cancel()
+            await asyncio.sleep(TIMEOUT)
+
+        futures = [scheduler.submit(parent, i) for i in range(6)]
+        scheduler_futures: list[asyncio.Future[Any]] = []
+        scheduler_futures.append(scheduler.submit(cancel_myself))
+        await asyncio.gather(*futures)
+        await asyncio.gather(*children)
+        assert all(1 <= active <= 2 for active in seen), seen
+        assert scheduler_futures[0].cancelled()
+        await accounted(scheduler)
+
+    drive("asyncio", main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_loop_closed_with_tasks_queued_leaves_no_warning(kind: str) -> None:
+    scheduler = AsyncPriorityScheduler(1)
+    gate = Gate()
+
+    async def main() -> None:
+        async def never() -> None:
+            raise AssertionError("ran")
+
+        scheduler.pause()
+        scheduler.submit(never)
+        scheduler.submit(gate)
+
+    drive(kind, main)  # drive() fails on any warning or loop report
+    assert scheduler.pending == 2
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("priority_of_view", [Priority.LOW, Priority.HIGH])
+def test_rate_and_key_limits_with_cancels_at_each_slot_keep_their_counts(
+    kind: str, priority_of_view: int
+) -> None:
+    async def main() -> None:
+        clock, recorder = FakeClock(), Recorder()
+        scheduler = AsyncPriorityScheduler(
+            4, clock=clock, key_limit=1, key_rate_limit=(2, 1.0), rate_limit=(3, 1.0)
+        )
+        views = [scheduler.options(key=k, priority=priority_of_view) for k in "ab"]
+        futures = [views[i % 2].submit(recorder, i) for i in range(12)]
+        cancelled: Optional[asyncio.Future[Any]] = None
+        for _ in range(12):
+            await settle()
+            scheduler._check_invariants()
+            pending = [f for f in futures if not f.done()]
+            if pending and cancelled is None:
+                cancelled = pending[-1]
+                cancelled.cancel()
+            clock.advance(0.5)
+            scheduler._wake_timer()
+        await asyncio.gather(*futures, return_exceptions=True)
+        assert len(recorder.order) == 11
+        stats = await accounted(scheduler)
+        assert stats.cancelled == 1
+
+    drive(kind, main)
