@@ -14,6 +14,8 @@ import pytest
 
 from priority_executor.__main__ import main
 from priority_executor._demo import CLASSES, POOLS, run_demo
+from priority_executor._demo_async import POOLS as ASYNC_POOLS
+from priority_executor._demo_async import run_async_demo
 
 CLASS_KEYS = {"submitted", "count", "wait_ms", "run_ms", "expired", "dropped", "tasks_per_s"}
 
@@ -39,8 +41,15 @@ def _check_class(kind: str, stats: dict[str, Any]) -> None:
     assert isinstance(stats["tasks_per_s"], float)
 
 
-def test_json_output_reports_every_class_of_both_pools(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--seconds", "1", "--workers", "2", "--json"]) == 0
+@pytest.mark.parametrize("use_async", [False, True], ids=["threads", "async"])
+def test_json_output_reports_every_class_of_both_pools(
+    use_async: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools = ASYNC_POOLS if use_async else POOLS
+    assert (
+        main(["demo", "--seconds", "1", "--workers", "2", "--json", *(["--async"] * use_async)])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "\r" not in out
     results = json.loads(out)  # nothing but the JSON document
@@ -48,9 +57,9 @@ def test_json_output_reports_every_class_of_both_pools(capsys: pytest.CaptureFix
     assert set(results) == {"workload", "pools", "conclusion"}
     assert results["workload"]["workers"] == 2
     assert results["workload"]["seconds_per_pool"] == 0.5
-    assert list(results["pools"]) == list(POOLS)
+    assert list(results["pools"]) == list(pools)
     for name, data in results["pools"].items():
-        ours = name == "PriorityThreadPoolExecutor"
+        ours = name == pools[1]
         extra = {"statistics"} if ours else set()
         assert set(data) == {"elapsed_s", "classes", "deadlines", *extra}
         assert data["elapsed_s"] > 0
@@ -75,10 +84,12 @@ def test_json_output_reports_every_class_of_both_pools(capsys: pytest.CaptureFix
     assert results["conclusion"].startswith("HIGH p99 wait: ")
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["threads", "async"])
 def test_table_output_without_a_terminal_has_no_progress_line(
-    capsys: pytest.CaptureFixture[str],
+    use_async: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["demo", "--seconds", "0.3"]) == 0
+    pools = ASYNC_POOLS if use_async else POOLS
+    assert main(["demo", "--seconds", "0.3", *(["--async"] * use_async)]) == 0
     out = capsys.readouterr().out
     assert "\r" not in out
     lines = out.splitlines()
@@ -87,9 +98,9 @@ def test_table_output_without_a_terminal_has_no_progress_line(
         *("class", "count", "wait", "p50", "wait", "p99", "run", "p50", "run", "p99"),
         *("expired", "dropped", "tasks/s"),
     ]
-    for pool in POOLS:
+    for pool in pools:
         assert pool in lines
-    recorded_at = lines.index(f"{POOLS[1]}.statistics(), as the pool recorded it by priority:")
+    recorded_at = lines.index(f"{pools[1]}.statistics(), as the pool recorded it by priority:")
     rows = [line.split()[0] for line in lines[:recorded_at] if line.startswith("  ")]
     assert [kind for kind in rows if kind in (*CLASSES, "all")] == [*CLASSES, "all"] * 2
     # The pool's own figures, one row per priority it saw: HIGH and LOW (deadline jobs are LOW).
@@ -105,14 +116,16 @@ def test_table_output_without_a_terminal_has_no_progress_line(
     assert lines[-1].startswith("HIGH p99 wait: ")
 
 
-def test_progress_line_is_redrawn_in_place_and_erased() -> None:
+@pytest.mark.parametrize("use_async", [False, True], ids=["threads", "async"])
+def test_progress_line_is_redrawn_in_place_and_erased(use_async: bool) -> None:
     progress = io.StringIO()
-    run_demo(workers=1, seconds=0.2, progress=progress)
+    (run_async_demo if use_async else run_demo)(1, 0.2, progress=progress)
+    pools = ASYNC_POOLS if use_async else POOLS
     text = progress.getvalue()
     assert "\n" not in text
     assert text.count("\r") > 2
-    assert POOLS[0] in text
-    assert POOLS[1] in text
+    assert pools[0] in text
+    assert pools[1] in text
     assert text.endswith("\r")
     assert text.rsplit("\r", 2)[1].strip() == ""  # the last draw blanks the line
 

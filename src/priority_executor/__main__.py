@@ -10,6 +10,7 @@ import sys
 from typing import Optional
 
 from ._demo import format_report, run_demo
+from ._demo_async import run_async_demo
 
 #: The most workers the demo accepts; each one is a thread, and the flood grows with them.
 MAX_WORKERS = 256
@@ -70,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--json", action="store_true", help="print only the results, as JSON, and no progress"
     )
+    demo.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="the same workload on coroutines: asyncio.Semaphore, then AsyncPriorityScheduler,"
+        " with --workers calls at once",
+    )
     return parser
 
 
@@ -77,18 +85,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Run the command line; returns the exit status (argparse exits 2 on a usage error)."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        return _demo(args.seconds, args.workers, args.json)
+        return _demo(args.seconds, args.workers, args.json, args.use_async)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse refuses others
 
 
-def _demo(seconds: float, workers: int, as_json: bool) -> int:
+def _demo(seconds: float, workers: int, as_json: bool, use_async: bool) -> int:
     out = sys.stdout
+    run = run_async_demo if use_async else run_demo
     if as_json:
-        json.dump(run_demo(workers, seconds), out, indent=2)
+        json.dump(run(workers, seconds), out, indent=2)
         out.write("\n")
         return 0
     print(f"Running for about {seconds:g} s ...", file=out, flush=True)
-    results = run_demo(workers, seconds, progress=out if out.isatty() else None)
+    results = run(workers, seconds, progress=out if out.isatty() else None)
     print(format_report(results), file=out)
     return 0
 

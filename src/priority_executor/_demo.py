@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Optional, TextIO
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Protocol, TextIO
 
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
@@ -53,6 +53,12 @@ POOLS = ("ThreadPoolExecutor", "PriorityThreadPoolExecutor")
 Stats = dict[str, Any]
 
 
+class Settled(Protocol):
+    """A job's future, a thread pool's or an event loop's: all the summary asks of it."""
+
+    def cancelled(self) -> bool: ...
+
+
 class Job:
     """One submitted job and what happened to it. Each field has one writer at a time."""
 
@@ -66,7 +72,7 @@ class Job:
         self.started: Optional[float] = None
         self.done: Optional[float] = None
         self.expired = False
-        self.future: Optional[Future[None]] = None
+        self.future: Optional[Settled] = None
 
 
 def _run(job: Job, emulate_deadline: bool) -> None:
@@ -157,7 +163,7 @@ class Phase:
         finally:
             stopped = time.perf_counter()
             self.pool.shutdown(wait=True, cancel_futures=True)
-        result = self._summarise(stopped, time.perf_counter() - start)
+        result = summarise(self.jobs, stopped, time.perf_counter() - start)
         if isinstance(self.pool, PriorityThreadPoolExecutor):
             result["statistics"] = recorded(self.pool.statistics())
         return result
@@ -183,36 +189,37 @@ class Phase:
                 ):
                     return
 
-    def _summarise(self, stopped: float, elapsed: float) -> Stats:
-        """Per class (and "all"): count that ran, percentiles, expired, dropped, tasks/s."""
-        groups: dict[str, list[Job]] = {kind: [] for kind in CLASSES}
-        for job in self.jobs:
-            groups[job.kind].append(job)
-        groups["all"] = self.jobs
-        result: Stats = {}
-        for kind, jobs in groups.items():
-            ran, expired, dropped = [], 0, 0
-            for job in jobs:
-                assert job.future is not None  # set by submit()
-                assert job.done is not None  # every future is done after shutdown
-                if job.expired or (job.future.cancelled() and job.done < stopped):
-                    expired += 1  # expired by the pool (ours) or skipped at start (emulated)
-                elif job.future.cancelled():
-                    dropped += 1
-                else:
-                    ran.append(job)
-            waits = sorted(j.started - j.submitted for j in ran if j.started is not None)
-            runs = sorted(j.done - j.submitted for j in ran if j.done is not None)
-            result[kind] = {
-                "submitted": len(jobs),
-                "count": len(ran),
-                "wait_ms": {"p50": _percentile(waits, 0.50), "p99": _percentile(waits, 0.99)},
-                "run_ms": {"p50": _percentile(runs, 0.50), "p99": _percentile(runs, 0.99)},
-                "expired": expired,
-                "dropped": dropped,
-                "tasks_per_s": round(len(ran) / elapsed, 1),
-            }
-        return {"elapsed_s": round(elapsed, 3), "classes": result}
+
+def summarise(jobs: list[Job], stopped: float, elapsed: float) -> Stats:
+    """Per class (and "all"): count that ran, percentiles, expired, dropped, tasks/s."""
+    groups: dict[str, list[Job]] = {kind: [] for kind in CLASSES}
+    for job in jobs:
+        groups[job.kind].append(job)
+    groups["all"] = jobs
+    result: Stats = {}
+    for kind, members in groups.items():
+        ran, expired, dropped = [], 0, 0
+        for job in members:
+            assert job.future is not None  # set by submit()
+            assert job.done is not None  # every future is done after shutdown
+            if job.expired or (job.future.cancelled() and job.done < stopped):
+                expired += 1  # expired by the pool (ours) or skipped at start (emulated)
+            elif job.future.cancelled():
+                dropped += 1
+            else:
+                ran.append(job)
+        waits = sorted(j.started - j.submitted for j in ran if j.started is not None)
+        runs = sorted(j.done - j.submitted for j in ran if j.done is not None)
+        result[kind] = {
+            "submitted": len(members),
+            "count": len(ran),
+            "wait_ms": {"p50": _percentile(waits, 0.50), "p99": _percentile(waits, 0.99)},
+            "run_ms": {"p50": _percentile(runs, 0.50), "p99": _percentile(runs, 0.99)},
+            "expired": expired,
+            "dropped": dropped,
+            "tasks_per_s": round(len(ran) / elapsed, 1),
+        }
+    return {"elapsed_s": round(elapsed, 3), "classes": result}
 
 
 def recorded(stats: ExecutorStatistics) -> Stats:
@@ -285,7 +292,7 @@ def run_demo(workers: int, seconds: float, progress: Optional[TextIO] = None) ->
     Blocks for about ``seconds``; every thread it starts has exited when it returns. With
     ``progress``, a live status line is drawn on it and erased at the end.
     """
-    draw = None if progress is None else _ProgressLine(progress)
+    draw = None if progress is None else ProgressLine(progress)
     results: Stats = {"workload": workload(workers, seconds / 2), "pools": {}}
     try:
         for make in (ThreadPoolExecutor, PriorityThreadPoolExecutor):
@@ -296,11 +303,11 @@ def run_demo(workers: int, seconds: float, progress: Optional[TextIO] = None) ->
     results["pools"][POOLS[0]]["deadlines"] = "emulated: skipped if late when a worker starts it"
     results["pools"][POOLS[1]]["deadlines"] = "enforced by the pool: cancelled while queued"
     before, after = (results["pools"][p]["classes"]["HIGH"]["wait_ms"]["p99"] for p in POOLS)
-    results["conclusion"] = f"HIGH p99 wait: {_ms(before)} -> {_ms(after)}"
+    results["conclusion"] = f"HIGH p99 wait: {ms(before)} -> {ms(after)}"
     return results
 
 
-class _ProgressLine:
+class ProgressLine:
     """Redraws one terminal line in place."""
 
     def __init__(self, out: TextIO) -> None:
@@ -322,7 +329,7 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def _ms(value: Optional[float]) -> str:
+def ms(value: Optional[float]) -> str:
     if value is None:
         return "n/a"
     return f"{value:.{0 if value >= 100 else 1 if value >= 10 else 2}f} ms"
@@ -331,17 +338,18 @@ def _ms(value: Optional[float]) -> str:
 def format_report(results: Stats) -> str:
     """The results as an aligned table, one section per pool, and a one-line conclusion."""
     w = results["workload"]
+    baseline, ours = list(results["pools"])
     head = ("class", "count", "wait p50", "wait p99", "run p50", "run p99", "expired", "dropped")
     rows: list[tuple[str, ...]] = [(*head, "tasks/s")]
     for pool, data in results["pools"].items():
         rows.append((pool,))
         for kind, c in data["classes"].items():
-            emulated = pool == POOLS[0] and kind == CLASSES[2]
+            emulated = pool == baseline and kind == CLASSES[2]
             rows.append(
                 (
                     "  " + kind,
                     str(c["count"]),
-                    *(_ms(c[m][p]) for m in ("wait_ms", "run_ms") for p in ("p50", "p99")),
+                    *(ms(c[m][p]) for m in ("wait_ms", "run_ms") for p in ("p50", "p99")),
                     f"{c['expired']}{'*' if emulated else ''}",
                     str(c["dropped"]),
                     f"{c['tasks_per_s']:.0f}",
@@ -351,22 +359,22 @@ def format_report(results: Stats) -> str:
     recorded_rows: list[tuple[str, ...]] = [
         ("priority", "started", "wait p50", "wait p90", "wait p99", "task p50", "outcomes")
     ]
-    for level, figures in results["pools"][POOLS[1]].get("statistics", {}).items():
+    for level, figures in results["pools"][ours].get("statistics", {}).items():
         wait, task = figures["wait_ms"] or {}, figures["run_ms"] or {}
         outcomes = ", ".join(f"{n} {k}" for k, n in figures["outcomes"].items() if n)
         recorded_rows.append(
             (
                 "  " + level,
                 str(wait.get("count", 0)),
-                *(_ms(wait.get(p)) for p in ("p50", "p90", "p99")),
-                _ms(task.get("p50")),
+                *(ms(wait.get(p)) for p in ("p50", "p90", "p99")),
+                ms(task.get("p50")),
                 outcomes,
             )
         )
     recorded = (
         [
             "",
-            f"{POOLS[1]}.statistics(), as the pool recorded it by priority:",
+            f"{ours}.statistics(), as the pool recorded it by priority:",
             *_aligned(recorded_rows),
             "task: start to done, on the pool's clock; LOW includes LOW+deadline.",
         ]
@@ -375,7 +383,8 @@ def format_report(results: Stats) -> str:
     )
     return "\n".join(
         [
-            f"{w['workers']} workers, {w['seconds_per_pool']:g} s per pool: a HIGH request every"
+            f"{w['workers']} {w.get('slots', 'workers')}, {w['seconds_per_pool']:g} s per pool:"
+            f" a HIGH request every"
             f" {w['high_interval_ms']:g} ms; every {w['burst_period_s']:.2g} s a flood of",
             f"{w['burst_jobs']} LOW jobs, 1 in {w['deadline_every']} with a"
             f" {w['deadline_ms']:.0f} ms queue deadline (LOW+deadline).",
@@ -383,10 +392,10 @@ def format_report(results: Stats) -> str:
             *table,
             "",
             "wait: submit to start. run: submit to done. dropped: still queued at the end.",
-            f"* {POOLS[0]} has no queue deadlines: emulated by skipping a job",
-            "  found late when a worker picks it up.",
+            f"* {baseline} has no queue deadlines: emulated by skipping a job",
+            "  found late when it starts.",
             *recorded,
             "",
-            f"{results['conclusion']} ({POOLS[0]} -> {POOLS[1]})",
+            f"{results['conclusion']} ({baseline} -> {ours})",
         ]
     )
