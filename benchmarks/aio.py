@@ -1,4 +1,4 @@
-"""AsyncPriorityScheduler against what async code uses instead: ``python benchmarks/aio.py [--quick]``.
+"""AsyncPriorityScheduler against what async code uses instead: ``benchmarks/aio.py [--quick]``.
 
 Side by side in one run, as ``front.py`` runs its cases (a smaller warm-up trial of every
 contender, interleaved repetitions in a rotated order, medians, paired ratios against the
