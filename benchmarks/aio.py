@@ -13,7 +13,9 @@ first contender); every trial runs on a fresh event loop (``asyncio.run``).
 - **Memory**: traced bytes per queued task (``tracemalloc``), 100,000 of them queued behind
   one running task; the Semaphore pattern's tasks have each reached ``acquire()``.
 - **Scaling**: the scheduler's cost per task (submit, start, end), with 1e3 and 1e6 tasks
-  queued at once (``--quick``: 1e5).
+  queued at once (``--quick``: 1e5), with the cyclic garbage collector paused, as the thread
+  pool's backlog-scaling scenario measures it (``scenarios/backlog_scaling.py`` says why); and
+  again with it running, where every full collection traverses the whole backlog.
 
 Markdown tables go to stdout, progress to stderr, raw numbers to
 ``benchmarks/results/<date>-py<version>-aio[-quick].json``.
@@ -34,6 +36,7 @@ import time
 import tracemalloc
 from typing import Any, Callable, Optional
 
+from contenders import gc_paused
 from front import DIRECT, FRONT, Case, at_least, render, run_case
 from harness import Metric, Target, fmt, log, save
 from priority_executor import AsyncPriorityScheduler
@@ -207,8 +210,11 @@ def memory_trial(key: str, queued: int) -> dict[str, float]:
     return {"bytes_per_task": asyncio.run(main())}
 
 
-def scaling_trial(queued: int, total: int) -> dict[str, float]:
+def scaling_trial(queued: int, total: int, collector: bool) -> dict[str, float]:
     """Cost per task with ``queued`` tasks submitted at once, ``total`` tasks in all."""
+    if not collector:
+        with gc_paused():
+            return scaling_trial(queued, total, True)
 
     async def main() -> float:
         scheduler = AsyncPriorityScheduler(CONCURRENCY)
@@ -273,14 +279,22 @@ def cases(sizes: dict[str, int]) -> list[Case]:
             [Metric("bytes_per_task", "traced bytes per queued task", "B", "lower", at_most(0.5))],
             {"queued": queued},
         ),
-        Case(
-            f"scaling, cost per task with 1,000 and {scale:,} tasks queued at once",
-            {DIRECT: f"{ours}, 1,000 queued", FRONT: f"{ours}, {scale:,} queued"},
-            lambda key, div: scaling_trial(1_000 if key == DIRECT else scale // div, scale // div),
-            [Metric("us_per_task", "submit to end, per task", "µs", "lower", at_most(1.3))],
-            {"small": 1_000, "large": scale},
+        *(
+            Case(
+                f"scaling, cost per task with 1,000 and {scale:,} tasks queued at once,"
+                f" garbage collector {'on' if collector else 'paused'}",
+                {DIRECT: f"{ours}, 1,000 queued", FRONT: f"{ours}, {scale:,} queued"},
+                functools.partial(scaling_case_trial, scale, collector),
+                [Metric("us_per_task", "submit to end, per task", "µs", "lower", at_most(1.3))],
+                {"small": 1_000, "large": scale, "collector": collector},
+            )
+            for collector in (False, True)
         ),
     ]
+
+
+def scaling_case_trial(scale: int, collector: bool, key: str, div: int) -> dict[str, float]:
+    return scaling_trial(1_000 if key == DIRECT else scale // div, scale // div, collector)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Awaitable, Hashable, Mapping
 from inspect import CO_COROUTINE
 from types import FunctionType
-from typing import Any, Callable, Optional, TypeVar, Union, cast
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from ._backlog import Backlog
 from ._claim import Outcome
@@ -206,21 +206,30 @@ class AsyncCore(Backlog):
         run_timeout: Optional[float],
     ) -> ScheduledFuture[T]:
         """Queue a task whose options are checked; ``args`` is ``AWAIT`` for a coroutine."""
-        loop = self.bind("submit()")
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is None or running is not loop:
+            loop = self.bind("submit()")
         future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
         future._core, future._context = self, contextvars.copy_context()
         future._run_timeout, future._entry = run_timeout, None
         future._task = future._timer = None
         future._timed_out = False
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
-        entry = Entry(
-            cast(Any, future), cast(Any, fn), args, kwargs or NO_KWARGS, priority, None, group
-        )
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group)  # type: ignore[arg-type]
         try:
-            self.check_accepting_locked(priority)
+            if self.closed:
+                self.check_accepting_locked(priority)
             key, expired = self.stamp_locked(entry, timeout)
             evict = None
-            if not expired and self.room.full_locked(self.queue):
+            if (
+                self.room.max_queued is not None
+                and not expired
+                and self.room.full_locked(self.queue)
+            ):
                 evict, _ = self.room.make_room_locked(self, entry, key, None)
         except BaseException:
             _discard(entry)
@@ -268,7 +277,7 @@ class AsyncCore(Backlog):
 
     def _start(self, entry: Entry) -> None:
         """Start a Task for a task taken from the queue, counted ``running``."""
-        future = cast(ScheduledFuture[Any], entry.future)
+        future: ScheduledFuture[Any] = entry.future  # type: ignore[assignment]  # see submit
         if future.done():  # its result was set by hand while it was queued
             _discard(entry)
             self.finished_locked("cancelled" if future.cancelled() else "completed", entry)
@@ -335,7 +344,7 @@ class AsyncCore(Backlog):
             if future._task is not None:
                 future._task.cancel()  # its slot is freed when the coroutine ends
             return
-        entry = self.unqueue_locked(cast(Any, future), True)
+        entry = self.unqueue_locked(future, True)  # type: ignore[arg-type]  # see submit
         if entry is not None:
             _discard(entry)
 
@@ -446,7 +455,7 @@ def _discard(entry: Entry) -> ScheduledFuture[Any]:
     warning.
     """
     awaitable, args = entry.fn, entry.args
-    future = cast(ScheduledFuture[Any], entry.detach())
+    future: ScheduledFuture[Any] = entry.detach()  # type: ignore[assignment]  # see submit
     future._core = None
     if args is AWAIT and inspect.iscoroutine(awaitable):
         awaitable.close()
