@@ -88,7 +88,7 @@ from ._futures import add_first_callback, is_cancelled
 from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
-from ._policy import Number, WhenFull
+from ._policy import Number, WhenFull, sort_key
 from ._queue import NO_KWARGS, Entry, Gate
 from ._room import Room
 from ._runner import Runner
@@ -187,12 +187,11 @@ class Admission(Backlog, Generic[RunnerT]):
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
         """Check, key and queue (or expire, or make room for) a new entry."""
         self.check_accepting_locked(entry.priority, gate)
-        key, expired = self.stamp_locked(entry, timeout)
-        if (
-            self.simple and entry.deadline is None
-        ):  # the common case: no deadline, no bound, no limit
-            self._accept_locked(entry, key, False, None)
+        if self.simple and timeout is None and self.ageing is None:
+            self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
+            self._accept_locked(entry, sort_key(entry.priority), False, None)
             return
+        key, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
             evict, expired = self.room.make_room_locked(self, entry, key, gate)

@@ -102,11 +102,7 @@ class Backlog:
         a clock that raises makes the submit raise, before anything changed.
         """
         if timeout is None and self.ageing is None:
-            try:
-                entry.queued_at = self.clock()
-            except Exception as exc:
-                self.clock_errors.append(exc)
-                entry.queued_at = math.nan
+            self.arrived_locked(entry)
             return sort_key(entry.priority), False
         now = entry.queued_at = self.clock()
         key = queue_key(entry.priority, now, self.ageing)
@@ -114,6 +110,14 @@ class Backlog:
             return key, False
         entry.deadline = now + timeout
         return key, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+
+    def arrived_locked(self, entry: Entry) -> None:
+        """Stamp the time of submission of an entry whose clock reading decides nothing."""
+        try:
+            entry.queued_at = self.clock()
+        except Exception as exc:
+            self.clock_errors.append(exc)  # its wait goes unrecorded
+            entry.queued_at = math.nan
 
     def waiting_locked(self) -> int:
         """How many queued tasks may start now."""
