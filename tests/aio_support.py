@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import warnings
 from collections.abc import Coroutine
 from typing import Any, Callable, Optional, TypeVar
@@ -32,24 +33,38 @@ def new_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def drive(kind: str, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main()`` on a new loop of ``kind``; fail on anything the loop reports.
+    """Run ``main()`` on a new loop of ``kind``, as ``asyncio.run`` would; fail on any report.
 
     Warnings (a coroutine never awaited) are errors, and the loop is closed and collected
     before the check, so that what the scheduler leaves behind is found.
     """
     loop = new_loop(kind)
-    reported: list[dict[str, Any]] = []
+    reported: list[Any] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            result = loop.run_until_complete(asyncio.wait_for(main(), TIMEOUT))
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-            gc.collect()
+    # A warning raised in a finalizer (a coroutine never awaited) is "unraisable": record it.
+    hook, sys.unraisablehook = sys.unraisablehook, reported.append
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                result = loop.run_until_complete(asyncio.wait_for(main(), TIMEOUT))
+            finally:
+                loop.run_until_complete(_cancel_left())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+                gc.collect()
+    finally:
+        sys.unraisablehook = hook
     assert not reported, f"the loop reported: {reported}"
     return result
+
+
+async def _cancel_left() -> None:
+    """What ``asyncio.run`` does at the end: cancel every task left, and let them end."""
+    left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
 
 
 class Gate:

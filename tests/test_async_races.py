@@ -16,7 +16,7 @@ import pytest
 
 from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, settle
 from conftest import TIMEOUT, FakeClock
-from priority_executor import AsyncPriorityScheduler, Priority
+from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
 
 OPTIONS = [
     {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
@@ -359,5 +359,55 @@ def test_rate_and_key_limits_with_cancels_at_each_slot_keep_their_counts(
         assert len(recorder.order) == 11
         stats = await accounted(scheduler)
         assert stats.cancelled == 1
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_asyncio_run_returning_with_tasks_queued_starts_none_in_the_loops_teardown(
+    kind: str,
+) -> None:
+    """asyncio.run cancels every task at the end: no Task may be started in their place."""
+    started: list[int] = []
+    figures: list[ExecutorStatistics] = []
+
+    async def work(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(TIMEOUT)
+
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(2)
+        for i in range(8):
+            scheduler.submit(work, i)
+        scheduler.submit(work(100))  # a coroutine object, queued when the loop closes
+        await settle()
+        asyncio.get_running_loop().call_soon(lambda: figures.append(scheduler.statistics()))
+
+    # drive() cancels what is left, as asyncio.run does, closes the loop and collects the
+    # scheduler, with its coroutine object queued; it fails on "Task was destroyed but it
+    # is pending!" and on "coroutine was never awaited".
+    drive(kind, main)
+    assert started == [0, 1]
+    (stats,) = figures
+    assert (stats.queued, stats.running) == (7, 2)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_task_cancelled_from_outside_holds_the_queue_until_the_next_call(kind: str) -> None:
+    async def main() -> None:
+        gate, recorder = Gate(), Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+        running = scheduler.submit(gate, "running")
+        queued = scheduler.submit(recorder, "queued")
+        await settle()
+        (task,) = scheduler._core.active  # what asyncio.all_tasks() hands a shutdown
+        task.cancel()
+        await settle()
+        assert running.cancelled()
+        assert recorder.order == [], "a Task was started in place of one cancelled from outside"
+        assert scheduler.pending == 1
+        assert await scheduler.join(TIMEOUT)  # any call moves the queue on
+        assert queued.result() == "queued"
+        await accounted(scheduler)
 
     drive(kind, main)

@@ -279,8 +279,7 @@ class AsyncPriorityScheduler:
         core = self._core
         if core.loop is not None and not core.loop.is_closed():
             core.bind(f"setting {what}")
-            core.arm()
-            core.pump()
+            core.restart()
 
     # -- state --------------------------------------------------------------------------------
 
@@ -328,6 +327,9 @@ class AsyncPriorityScheduler:
             raise RuntimeError(
                 "cannot join() from one of the scheduler's own tasks: it would wait for itself"
             )
+        core.restart()  # a queue held since a Task was cancelled from outside moves on
+        if core.quiet_locked():  # what restart() found due has expired
+            return True
         waiter: asyncio.Future[bool] = loop.create_future()
         core.idle.append(waiter)
         core.joiners += 1

@@ -38,6 +38,7 @@ import contextvars
 import inspect
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Hashable, Mapping
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -152,6 +153,15 @@ class AsyncCore(Backlog):
         self.active: dict[asyncio.Task[Any], ScheduledFuture[Any]] = {}  # by running Task
         self.closed = False  # aclose() began: refuse new work
         self.pumping = False  # pump() is taking: a pump called meanwhile leaves it to it
+        # A Task of ours was cancelled from outside the scheduler, as asyncio.run cancels
+        # every task when its main coroutine returns: start nothing in its place until the
+        # scheduler is called again (see held_locked), or a Task created in the loop's
+        # teardown would be destroyed pending.
+        self.halted = False
+        # The coroutine objects queued (submit(coro)), closed if the scheduler is collected
+        # with them unstarted, so that none warns "never awaited".
+        self.coroutines: set[Any] = set()
+        weakref.finalize(self, _close_all, self.coroutines)
         self.unrun: list[Entry] = []  # what pump()'s takes found expired, for it to cancel
         self.timer: Optional[asyncio.TimerHandle] = None
         self.timer_at: Optional[float] = None  # on the scheduler's clock
@@ -232,18 +242,21 @@ class AsyncCore(Backlog):
             ):
                 evict, _ = self.room.make_room_locked(self, entry, key, None)
         except BaseException:
-            _discard(entry)
+            self._discard(entry)
             raise
         self.tally.submitted += 1
         if expired:
             self.tally.add("expired", priority)
-            _discard(entry).cancel()
+            self._discard(entry).cancel()
             return future
         if evict is not None:
             self.queue.remove(evict)
             self.tally.evicted(evict.priority)
-            _discard(evict).cancel()
+            self._discard(evict).cancel()
         self.queue.push(entry, key)
+        if args is AWAIT:
+            self.coroutines.add(fn)
+        self.halted = False
         if entry.deadline is not None or self.limits.timed:
             self.arm()
         if self.running < self.concurrency:
@@ -270,7 +283,7 @@ class AsyncCore(Backlog):
                 expired = unrun[:]
                 del unrun[:]
                 for entry in expired:
-                    _discard(entry).cancel()
+                    self._discard(entry).cancel()
                 self.settled_locked(len(expired))
             if self.clock_errors:
                 self._log_clock_errors()
@@ -279,12 +292,14 @@ class AsyncCore(Backlog):
         """Start a Task for a task taken from the queue, counted ``running``."""
         future: ScheduledFuture[Any] = entry.future  # type: ignore[assignment]  # see submit
         if future.done():  # its result was set by hand while it was queued
-            _discard(entry)
+            self._discard(entry)
             self.finished_locked("cancelled" if future.cancelled() else "completed", entry)
             return
         loop = self.loop
         assert loop is not None
         fn, args, kwargs = entry.fn, entry.args, entry.kwargs
+        if args is AWAIT:
+            self.coroutines.discard(fn)
         entry.detach()  # the future keeps what it needs: the entry's key, priority and times
         future._entry = entry
         coro: Any
@@ -318,13 +333,14 @@ class AsyncCore(Backlog):
             future._timer.cancel()
         future._core = future._entry = future._task = future._timer = None
         error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
+        cancelled_by_us = future._timed_out or future.cancelled()
         outcome: Outcome
         if future._timed_out:
             outcome = "failed"  # it raised TimeoutError at its run_timeout
         elif future.cancelled():
             outcome = "cancelled"  # by its user, or by its own coroutine
-        elif task.cancelled():
-            future.cancel()  # its Task was cancelled: by aclose, or by the loop's closing
+        elif task.cancelled():  # from outside: no cancel of ours reaches a Task but by its future
+            future.cancel()
             outcome = "cancelled"
         elif error is None:
             future.set_result(task.result())
@@ -333,7 +349,8 @@ class AsyncCore(Backlog):
             future.set_exception(error)
             outcome = "failed"
         self.finished_locked(outcome, entry)
-        if self.queue.entries:
+        self.halted = task.cancelled() and outcome == "cancelled" and not cancelled_by_us
+        if self.queue.entries and not self.halted:
             self.pump()
 
     # -- 4. cancel ----------------------------------------------------------------------------
@@ -346,7 +363,7 @@ class AsyncCore(Backlog):
             return
         entry = self.unqueue_locked(future, True)  # type: ignore[arg-type]  # see submit
         if entry is not None:
-            _discard(entry)
+            self._discard(entry)
 
     # -- the hooks of the backlog --------------------------------------------------------------
 
@@ -395,9 +412,15 @@ class AsyncCore(Backlog):
             return
         due = self.pop_due_locked(now)
         for entry in due:
-            _discard(entry).cancel()
+            self._discard(entry).cancel()
         if due:
             self.settled_locked(len(due))
+        self.arm()
+        self.pump()
+
+    def restart(self) -> None:
+        """The scheduler was called: start what may start, halted or not; wake the timer."""
+        self.halted = False
         self.arm()
         self.pump()
 
@@ -416,6 +439,7 @@ class AsyncCore(Backlog):
     def close(self, cancel_futures: bool) -> None:
         """Refuse new work; cancel what is queued if asked; a paused scheduler resumes."""
         self.closed = self.stopping = True
+        self.halted = False
         if cancel_futures:
             self.cancel_queued()
         self.paused = False
@@ -424,12 +448,26 @@ class AsyncCore(Backlog):
     def cancel_queued(self) -> None:
         drained = self.drain_locked("cancelled")
         for entry in drained:
-            _discard(entry).cancel()
+            self._discard(entry).cancel()
         self.settled_locked(len(drained))
 
     def cancel_running(self) -> None:
         for future in list(self.active.values()):
             future.cancel()
+
+    def _discard(self, entry: Entry) -> ScheduledFuture[Any]:
+        """Detach an entry that will never start; close its coroutine object, if it has one.
+
+        So a coroutine submitted as an object and never started raises no "never awaited"
+        warning.
+        """
+        awaitable, args = entry.fn, entry.args
+        future: ScheduledFuture[Any] = entry.detach()  # type: ignore[assignment]  # see submit
+        future._core = None
+        if args is AWAIT:
+            self.coroutines.discard(awaitable)
+            awaitable.close()  # type: ignore[attr-defined]  # a coroutine, as AWAIT says
+        return future
 
     def check_invariants(self) -> None:
         """Check the backlog's and the core's invariants in O(n); for tests."""
@@ -448,18 +486,10 @@ class AsyncCore(Backlog):
             assert self.timer_at <= earliest, "the timer would fire past a deadline"
 
 
-def _discard(entry: Entry) -> ScheduledFuture[Any]:
-    """Detach an entry that will never start; close its coroutine object, if it was given one.
-
-    So a coroutine submitted as an object and never started raises no "never awaited"
-    warning.
-    """
-    awaitable, args = entry.fn, entry.args
-    future: ScheduledFuture[Any] = entry.detach()  # type: ignore[assignment]  # see submit
-    future._core = None
-    if args is AWAIT and inspect.iscoroutine(awaitable):
-        awaitable.close()
-    return future
+def _close_all(coroutines: set[Any]) -> None:
+    """Close the coroutine objects still queued in a scheduler that is being collected."""
+    for coroutine in coroutines:
+        coroutine.close()
 
 
 #: What ``submit`` accepts as ``fn``.
