@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
+import threading
 from typing import Any, Optional
 
 import pytest
@@ -363,6 +364,7 @@ def test_rate_and_key_limits_with_cancels_at_each_slot_keep_their_counts(
     drive(kind, main)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
 @pytest.mark.parametrize("kind", LOOPS)
 def test_asyncio_run_returning_with_tasks_queued_starts_none_in_the_loops_teardown(
     kind: str,
@@ -392,6 +394,7 @@ def test_asyncio_run_returning_with_tasks_queued_starts_none_in_the_loops_teardo
     assert (stats.queued, stats.running) == (7, 2)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
 @pytest.mark.parametrize("kind", LOOPS)
 def test_a_task_cancelled_from_outside_holds_the_queue_until_the_next_call(kind: str) -> None:
     async def main() -> None:
@@ -411,3 +414,202 @@ def test_a_task_cancelled_from_outside_holds_the_queue_until_the_next_call(kind:
         await accounted(scheduler)
 
     drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_coroutine_that_lets_a_cancelled_error_of_its_own_escape_does_not_stall_the_queue(
+    kind: str,
+) -> None:
+    async def main() -> None:
+        shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        recorder = Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+
+        async def waits_on_shared() -> None:
+            await shared
+
+        first = scheduler.submit(waits_on_shared)
+        second = scheduler.submit(recorder, "second")
+        await settle()
+        shared.cancel()  # the coroutine ends with CancelledError; nobody cancelled its Task
+        assert await asyncio.wait_for(second, TIMEOUT) == "second"
+        assert first.cancelled()
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_result_set_by_hand_on_a_queued_future_takes_its_task_out(kind: str) -> None:
+    async def main() -> None:
+        gate, recorder = Gate(), Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+        scheduler.submit(gate)
+        by_hand = scheduler.submit(recorder, "never")
+        failed = scheduler.submit(recorder, "never either")
+        by_hand.set_result("by hand")
+        failed.set_exception(LookupError("by hand"))
+        assert scheduler.pending == 0
+        scheduler._check_invariants()
+        gate.open()
+        stats = await accounted(scheduler)
+        assert recorder.order == []
+        assert await by_hand == "by hand"
+        with pytest.raises(LookupError):
+            await failed
+        assert stats.completed == 3  # the gate, and the two settled by hand
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_result_set_by_hand_on_a_running_future_keeps_the_slot_until_the_end(
+    kind: str,
+) -> None:
+    async def main() -> None:
+        gate, recorder = Gate(), Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+        running = scheduler.submit(gate, "ran")
+        nxt = scheduler.submit(recorder, "next")
+        await settle()
+        running.set_result("by hand")
+        await settle()
+        assert scheduler.active == 1
+        assert recorder.order == []
+        gate.open()
+        assert await nxt == "next"
+        assert running.result() == "by hand"
+        assert gate.finished == ["ran"]
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_cancel_after_the_coroutine_finished_but_before_it_is_settled_returns_false(
+    kind: str,
+) -> None:
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(2)
+        ran: list[str] = []
+        futures: list[asyncio.Future[Any]] = []
+
+        async def quick() -> str:
+            ran.append("quick")
+            return "done"
+
+        async def canceller() -> None:
+            # Both started in one pump: quick's first (and only) step ran just before this
+            # one, in the same loop iteration; the scheduler settles its future in the next.
+            assert ran == ["quick"]
+            assert not futures[0].done()
+            assert not futures[0].cancel(), "a task that ran was reported cancelled"
+
+        futures.append(scheduler.submit(quick))
+        futures.append(scheduler.submit(canceller))
+        await asyncio.gather(*futures)
+        assert futures[0].result() == "done"
+        assert ran == ["quick"]
+        stats = await accounted(scheduler)
+        assert stats.cancelled == 0
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_task_factory_that_raises_fails_the_task_and_closes_its_coroutine(kind: str) -> None:
+    async def main() -> None:
+        def refuse(loop: Any, coro: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no tasks today")
+
+        asyncio.get_running_loop().set_task_factory(refuse)
+        scheduler = AsyncPriorityScheduler(2)
+
+        async def work(i: int) -> int:
+            return i
+
+        by_function = scheduler.submit(work, 1)
+        by_object = scheduler.submit(work(2))
+        for future in (by_function, by_object):
+            with pytest.raises(RuntimeError, match="no tasks today"):
+                await future
+        stats = await accounted(scheduler)
+        assert stats.failed == 2
+        asyncio.get_running_loop().set_task_factory(None)
+        # drive() fails on "coroutine was never awaited".
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_aexit_on_an_error_cancels_a_timed_out_coroutine_still_cleaning_up(kind: str) -> None:
+    async def main() -> None:
+        entered = asyncio.Event()
+        cleaned: list[str] = []
+        scheduler = AsyncPriorityScheduler(1, run_timeout=0.01)
+
+        async def stubborn() -> None:
+            try:
+                await asyncio.sleep(TIMEOUT)
+            except asyncio.CancelledError:
+                entered.set()  # in its clean-up: a second cancel reaches it here
+                try:
+                    await asyncio.sleep(TIMEOUT)  # swallows its run_timeout, cleans up long
+                finally:
+                    cleaned.append("cancelled again")
+
+        future = scheduler.submit(stubborn)
+        with pytest.raises(asyncio.TimeoutError):
+            await future
+        await asyncio.wait_for(entered.wait(), TIMEOUT)
+
+        async def body() -> None:
+            async with scheduler:
+                raise KeyError("the body failed")
+
+        with pytest.raises(KeyError):
+            await asyncio.wait_for(body(), TIMEOUT / 2)
+        assert cleaned == ["cancelled again"]
+        assert scheduler.active == 0
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_setter_called_off_the_loop_raises_and_changes_nothing(kind: str) -> None:
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(2, key_limit=3)
+        await scheduler.run(Recorder(), "bound")
+        errors: list[BaseException] = []
+
+        def elsewhere() -> None:
+            for name, value in (("concurrency", 5), ("key_limit", 1)):
+                try:
+                    setattr(scheduler, name, value)
+                except RuntimeError as exc:
+                    errors.append(exc)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join(TIMEOUT)
+        assert len(errors) == 2
+        assert (scheduler.concurrency, scheduler.key_limit) == (2, 3)
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task factories are 3.12+")
+def test_join_from_an_eagerly_started_first_step_is_refused() -> None:
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        scheduler = AsyncPriorityScheduler(2)
+
+        async def joins_itself() -> bool:
+            return await scheduler.join()
+
+        with pytest.raises(RuntimeError, match="it would wait for itself"):
+            await scheduler.submit(joins_itself)
+        await accounted(scheduler)
+
+    drive("asyncio", main)

@@ -235,8 +235,10 @@ class AsyncPriorityScheduler:
 
     @concurrency.setter
     def concurrency(self, value: Union[int, float]) -> None:
-        self._core.concurrency = check_concurrency(value)
-        self._restaffed("concurrency")
+        value = check_concurrency(value)
+        running = self._on_its_loop("setting concurrency")
+        self._core.concurrency = value
+        self._restaffed(running)
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:
@@ -245,8 +247,10 @@ class AsyncPriorityScheduler:
 
     @rate_limit.setter
     def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        self._core.change_limits_locked("rate_limit", check_rate_limit("rate_limit", value))
-        self._restaffed("rate_limit")
+        limit = check_rate_limit("rate_limit", value)
+        running = self._on_its_loop("setting rate_limit")
+        self._core.change_limits_locked("rate_limit", limit)
+        self._restaffed(running)
 
     @property
     def key_limit(self) -> Optional[int]:
@@ -255,8 +259,10 @@ class AsyncPriorityScheduler:
 
     @key_limit.setter
     def key_limit(self, value: Optional[int]) -> None:
-        self._core.change_limits_locked("key_limit", check_limit("key_limit", value))
-        self._restaffed("key_limit")
+        limit = check_limit("key_limit", value)
+        running = self._on_its_loop("setting key_limit")
+        self._core.change_limits_locked("key_limit", limit)
+        self._restaffed(running)
 
     @property
     def key_rate_limit(self) -> Optional[RateLimit]:
@@ -266,20 +272,31 @@ class AsyncPriorityScheduler:
     @key_rate_limit.setter
     def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
         limit = check_rate_limit("key_rate_limit", value)
+        running = self._on_its_loop("setting key_rate_limit")
         self._core.change_limits_locked("key_rate_limit", limit)
-        self._restaffed("key_rate_limit")
+        self._restaffed(running)
 
     @property
     def run_timeout(self) -> Optional[float]:
         """The seconds a coroutine may run (None: no limit), unless its view sets its own."""
         return self._core.run_timeout
 
-    def _restaffed(self, what: str) -> None:
-        """A limit changed: start what it now allows, and wake the timer for a rate slot."""
+    def _on_its_loop(self, what: str) -> bool:
+        """Check that a change is made on the scheduler's loop, before it is made.
+
+        True if it runs on that loop (a change before the first submit, or after the loop
+        closed, has nothing to start).
+        """
         core = self._core
-        if core.loop is not None and not core.loop.is_closed():
-            core.bind(f"setting {what}")
-            core.restart()
+        if core.loop is None or core.loop.is_closed():
+            return False
+        core.bind(what)
+        return True
+
+    def _restaffed(self, running: bool) -> None:
+        """A limit changed: start what it now allows, and wake the timer for a rate slot."""
+        if running:
+            self._core.restart()
 
     # -- state --------------------------------------------------------------------------------
 
@@ -305,8 +322,9 @@ class AsyncPriorityScheduler:
 
     def resume(self) -> None:
         """Start queued tasks again, as many as may start."""
+        running = self._on_its_loop("resume()")
         self._core.paused = False
-        self._restaffed("resume()")
+        self._restaffed(running)
 
     async def join(self, timeout: Optional[float] = None) -> bool:
         """Wait until nothing is queued or running, tasks submitted meanwhile included.
@@ -323,7 +341,9 @@ class AsyncPriorityScheduler:
         if core.loop is None or core.quiet_locked():
             return True
         loop = core.bind("join()")
-        if asyncio.current_task() in core.active:
+        # While the pump runs, only a coroutine that an eager task factory started inside it
+        # can call: one of ours, not yet listed.
+        if core.pumping or asyncio.current_task() in core.active:
             raise RuntimeError(
                 "cannot join() from one of the scheduler's own tasks: it would wait for itself"
             )

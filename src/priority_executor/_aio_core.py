@@ -81,8 +81,12 @@ class ScheduledFuture(asyncio.Future[T]):
         """Cancel the task: it never starts if queued; a running coroutine is cancelled.
 
         The future is cancelled at once. A running coroutine's slot is freed only when it
-        has finished (its ``finally`` blocks run, or it suppresses the cancel).
+        has finished (its ``finally`` blocks run, or it suppresses the cancel). False once
+        the coroutine has finished, also before the scheduler has settled the future.
         """
+        task = self._task
+        if task is not None and task.done():
+            return False  # it ran to an end: its outcome is the future's, one step later
         if not super().cancel(msg):
             return False
         core = self._core
@@ -90,18 +94,39 @@ class ScheduledFuture(asyncio.Future[T]):
             core.cancelled(self)
         return True
 
+    def set_result(self, result: T) -> None:
+        """Settle the future by hand: a queued task then never starts (as ``cancel``)."""
+        super().set_result(result)
+        self._settled_by_hand()
+
+    def set_exception(self, exception: Union[type, BaseException]) -> None:
+        """Settle the future by hand: a queued task then never starts (as ``cancel``)."""
+        super().set_exception(exception)
+        self._settled_by_hand()
+
+    def _settled_by_hand(self) -> None:
+        core = self._core
+        if core is not None and self._entry is None:  # queued; a running one runs on
+            core.unqueue(self, cancelled=False)
+
     def _time_out(self) -> None:
         """``run_timeout`` passed: the future raises TimeoutError now; the coroutine is cancelled.
 
         Its slot stays taken until the coroutine has finished.
         """
+        task = self._task
+        if task is None or task.done():
+            return  # it finished as its time ran out: its outcome stands
         if not self.done():
             self._timed_out = True
-            self.set_exception(
-                RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
-            )
-        if self._task is not None:
-            self._task.cancel()
+            error = RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
+            asyncio.Future.set_exception(self, error)
+        task.cancel()
+
+
+#: Settle a scheduled future as the scheduler does, past its by-hand hooks.
+_set_result = asyncio.Future.set_result
+_set_exception = asyncio.Future.set_exception
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
@@ -267,7 +292,7 @@ class AsyncCore(Backlog):
 
     def pump(self) -> None:
         """Start the best queued tasks while slots are free: the one place a task starts."""
-        if self.pumping:
+        if self.pumping or self.halted:
             return
         self.pumping = True
         unrun = self.unrun
@@ -302,7 +327,7 @@ class AsyncCore(Backlog):
             self.coroutines.discard(fn)
         entry.detach()  # the future keeps what it needs: the entry's key, priority and times
         future._entry = entry
-        coro: Any
+        coro: Any = None
         try:
             if args is AWAIT:
                 coro = fn
@@ -313,8 +338,10 @@ class AsyncCore(Backlog):
             task = future._task = _create_task(loop, coro, future._context)
         except Exception as exc:  # a task factory that raised, say
             future._core = future._entry = None
+            if inspect.iscoroutine(coro):
+                coro.close()  # it will never run: no "never awaited" warning
             if not future.done():
-                future.set_exception(exc)
+                _set_exception(future, exc)
             self.finished_locked("failed", entry)
             return
         self.active[task] = future
@@ -333,35 +360,40 @@ class AsyncCore(Backlog):
             future._timer.cancel()
         future._core = future._entry = future._task = future._timer = None
         error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
-        cancelled_by_us = future._timed_out or future.cancelled()
         outcome: Outcome
         if future._timed_out:
             outcome = "failed"  # it raised TimeoutError at its run_timeout
         elif future.cancelled():
             outcome = "cancelled"  # by its user, or by its own coroutine
-        elif task.cancelled():  # from outside: no cancel of ours reaches a Task but by its future
-            future.cancel()
+        elif future.done():
+            outcome = "completed"  # its result was set by hand while it ran
+        elif task.cancelled():
+            future.cancel()  # its core is gone: this settles it, and does nothing else
             outcome = "cancelled"
+            if _cancelled_from_outside(task):
+                self.halted = True
         elif error is None:
-            future.set_result(task.result())
+            _set_result(future, task.result())
             outcome = "completed"
         else:
-            future.set_exception(error)
+            _set_exception(future, error)
             outcome = "failed"
         self.finished_locked(outcome, entry)
-        self.halted = task.cancelled() and outcome == "cancelled" and not cancelled_by_us
-        if self.queue.entries and not self.halted:
+        if self.queue.entries:
             self.pump()
 
     # -- 4. cancel ----------------------------------------------------------------------------
 
     def cancelled(self, future: ScheduledFuture[Any]) -> None:
         """``future`` was cancelled by its user: unqueue its task, or cancel its Task."""
-        if future._entry is not None:  # started
-            if future._task is not None:
-                future._task.cancel()  # its slot is freed when the coroutine ends
-            return
-        entry = self.unqueue_locked(future, True)  # type: ignore[arg-type]  # see submit
+        if future._entry is None:
+            self.unqueue(future, cancelled=True)
+        elif future._task is not None:
+            future._task.cancel()  # its slot is freed when the coroutine ends
+
+    def unqueue(self, future: ScheduledFuture[Any], cancelled: bool) -> None:
+        """Take out the task of a future settled while queued, by a cancel or by hand."""
+        entry = self.unqueue_locked(future, cancelled)  # type: ignore[arg-type]  # see submit
         if entry is not None:
             self._discard(entry)
 
@@ -452,8 +484,10 @@ class AsyncCore(Backlog):
         self.settled_locked(len(drained))
 
     def cancel_running(self) -> None:
-        for future in list(self.active.values()):
+        """Cancel every running task, also one whose future is already settled."""
+        for task, future in list(self.active.items()):
             future.cancel()
+            task.cancel()
 
     def _discard(self, entry: Entry) -> ScheduledFuture[Any]:
         """Detach an entry that will never start; close its coroutine object, if it has one.
@@ -478,12 +512,34 @@ class AsyncCore(Backlog):
             assert self.running >= min(self.concurrency, self.running + self.waiting_locked()) or (
                 self.pumping
             ), "a slot is free while a task that may start waits"
-        if self.queue.deadline_count or (self.limits.timed and self.queue):
+        earliest = self.next_deadline_locked()  # a deadline, or a rate slot tasks wait for
+        if earliest is not None:
             assert self.timer is not None, "deadlines pending without a timer"
-            earliest = self.next_deadline_locked()
             assert self.timer_at is not None, "a timer with no target"
-            assert earliest is not None, "deadline count without a deadline"
             assert self.timer_at <= earliest, "the timer would fire past a deadline"
+
+
+if sys.version_info >= (3, 11):
+
+    def _cancelled_from_outside(task: asyncio.Task[Any]) -> bool:
+        """A ``cancel()`` of the Task itself, as ``asyncio.run``'s end makes: not of ours.
+
+        Every cancel of ours goes through the task's future, which is cancelled first; a
+        Task that ends with a CancelledError it raised itself (an awaited future was
+        cancelled) has had no ``cancel()`` at all.
+        """
+        return task.cancelling() > 0
+
+else:
+
+    def _cancelled_from_outside(task: asyncio.Task[Any]) -> bool:
+        """Before 3.11 a Task does not say whether it was cancelled: never taken to be.
+
+        asyncio.run's end may then start a Task in a cancelled one's place, which the loop's
+        closing leaves pending (a warning, no more); holding the queue instead would stall
+        a scheduler whose coroutine let a CancelledError of its own escape.
+        """
+        return False
 
 
 def _close_all(coroutines: set[Any]) -> None:
