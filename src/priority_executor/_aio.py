@@ -235,10 +235,8 @@ class AsyncPriorityScheduler:
 
     @concurrency.setter
     def concurrency(self, value: Union[int, float]) -> None:
-        value = check_concurrency(value)
-        running = self._on_its_loop("setting concurrency")
-        self._core.concurrency = value
-        self._restaffed(running)
+        concurrency = check_concurrency(value)
+        self._change("setting concurrency", lambda: setattr(self._core, "concurrency", concurrency))
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:
@@ -247,10 +245,7 @@ class AsyncPriorityScheduler:
 
     @rate_limit.setter
     def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        limit = check_rate_limit("rate_limit", value)
-        running = self._on_its_loop("setting rate_limit")
-        self._core.change_limits_locked("rate_limit", limit)
-        self._restaffed(running)
+        self._set_limit("rate_limit", check_rate_limit("rate_limit", value))
 
     @property
     def key_limit(self) -> Optional[int]:
@@ -259,10 +254,7 @@ class AsyncPriorityScheduler:
 
     @key_limit.setter
     def key_limit(self, value: Optional[int]) -> None:
-        limit = check_limit("key_limit", value)
-        running = self._on_its_loop("setting key_limit")
-        self._core.change_limits_locked("key_limit", limit)
-        self._restaffed(running)
+        self._set_limit("key_limit", check_limit("key_limit", value))
 
     @property
     def key_rate_limit(self) -> Optional[RateLimit]:
@@ -271,32 +263,29 @@ class AsyncPriorityScheduler:
 
     @key_rate_limit.setter
     def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        limit = check_rate_limit("key_rate_limit", value)
-        running = self._on_its_loop("setting key_rate_limit")
-        self._core.change_limits_locked("key_rate_limit", limit)
-        self._restaffed(running)
+        self._set_limit("key_rate_limit", check_rate_limit("key_rate_limit", value))
 
     @property
     def run_timeout(self) -> Optional[float]:
         """The seconds a coroutine may run (None: no limit), unless its view sets its own."""
         return self._core.run_timeout
 
-    def _on_its_loop(self, what: str) -> bool:
-        """Check that a change is made on the scheduler's loop, before it is made.
+    def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
+        self._change(f"setting {name}", lambda: self._core.change_limits_locked(name, limit))
 
-        True if it runs on that loop (a change before the first submit, or after the loop
-        closed, has nothing to start).
+    def _change(self, what: str, change: Callable[[], None]) -> None:
+        """Make a checked change on the scheduler's loop, then start what it now allows.
+
+        The loop is checked before anything changes. Before the first submit, or once the
+        loop has closed, there is nothing to start.
         """
         core = self._core
-        if core.loop is None or core.loop.is_closed():
-            return False
-        core.bind(what)
-        return True
-
-    def _restaffed(self, running: bool) -> None:
-        """A limit changed: start what it now allows, and wake the timer for a rate slot."""
+        running = core.loop is not None and not core.loop.is_closed()
         if running:
-            self._core.restart()
+            core.bind(what)
+        change()
+        if running:
+            core.restart()  # and the timer, for a rate slot
 
     # -- state --------------------------------------------------------------------------------
 
@@ -322,9 +311,7 @@ class AsyncPriorityScheduler:
 
     def resume(self) -> None:
         """Start queued tasks again, as many as may start."""
-        running = self._on_its_loop("resume()")
-        self._core.paused = False
-        self._restaffed(running)
+        self._change("resume()", lambda: setattr(self._core, "paused", False))
 
     async def join(self, timeout: Optional[float] = None) -> bool:
         """Wait until nothing is queued or running, tasks submitted meanwhile included.
@@ -380,7 +367,7 @@ class AsyncPriorityScheduler:
 
     def __repr__(self) -> str:
         core = self._core
-        state = "closed" if core.closed else "paused" if core.paused else "running"
+        state = "closed" if core.stopping else "paused" if core.paused else "running"
         return (
             f"<{type(self).__name__} {state} concurrency={core.concurrency}"
             f" queued={len(core.queue)} active={core.running}>"
@@ -395,7 +382,7 @@ class AsyncPriorityScheduler:
         """
         core = self._core
         if core.loop is None:
-            core.closed = core.stopping = True
+            core.stopping = True
             return
         core.bind("aclose()")
         core.close(cancel_futures)
@@ -415,7 +402,7 @@ class AsyncPriorityScheduler:
             await self.aclose()
             return
         core = self._core
-        core.closed = core.stopping = True
+        core.stopping = True
         if core.loop is not None:
             core.cancel_queued()
             core.cancel_running()

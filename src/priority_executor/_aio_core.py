@@ -176,7 +176,6 @@ class AsyncCore(Backlog):
         self.run_timeout = run_timeout
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.active: dict[asyncio.Task[Any], ScheduledFuture[Any]] = {}  # by running Task
-        self.closed = False  # aclose() began: refuse new work
         self.pumping = False  # pump() is taking: a pump called meanwhile leaves it to it
         # A Task of ours was cancelled from outside the scheduler, as asyncio.run cancels
         # every task when its main coroutine returns: start nothing in its place until the
@@ -208,7 +207,9 @@ class AsyncCore(Backlog):
             loop = None
         if loop is not None and loop is self.loop:
             return loop
-        if loop is not None and (self.loop is None or (self.loop.is_closed() and self._idle())):
+        if loop is not None and (
+            self.loop is None or (self.loop.is_closed() and self.quiet_locked())
+        ):
             self.loop, self.timer, self.timer_at = loop, None, None
             return loop
         raise RuntimeError(
@@ -216,14 +217,11 @@ class AsyncCore(Backlog):
             " thread or loop, use asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)"
         )
 
-    def _idle(self) -> bool:
-        return self.quiet_locked() and not self.active
-
     # -- 1. submit ----------------------------------------------------------------------------
 
     def check_accepting_locked(self, priority: Number, gate: Any = None) -> None:
         """Refuse new work once closing, as the standard pool does after shutdown."""
-        if self.closed:
+        if self.stopping:
             self.tally.add("rejected", priority)
             raise RuntimeError("cannot schedule new futures after shutdown")
 
@@ -256,7 +254,7 @@ class AsyncCore(Backlog):
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group)  # type: ignore[arg-type]
         try:
-            if self.closed:
+            if self.stopping:
                 self.check_accepting_locked(priority)
             key, expired = self.stamp_locked(entry, timeout)
             evict = None
@@ -470,7 +468,7 @@ class AsyncCore(Backlog):
 
     def close(self, cancel_futures: bool) -> None:
         """Refuse new work; cancel what is queued if asked; a paused scheduler resumes."""
-        self.closed = self.stopping = True
+        self.stopping = True
         self.halted = False
         if cancel_futures:
             self.cancel_queued()
