@@ -292,19 +292,45 @@ def run_demo(workers: int, seconds: float, progress: Optional[TextIO] = None) ->
     Blocks for about ``seconds``; every thread it starts has exited when it returns. With
     ``progress``, a live status line is drawn on it and erased at the end.
     """
+
+    def both(draw: Optional[ProgressLine]) -> dict[str, Stats]:
+        return {
+            make.__name__: Phase(make(workers), workers, seconds / 2).run(draw)
+            for make in (ThreadPoolExecutor, PriorityThreadPoolExecutor)
+        }
+
+    deadlines = (
+        "emulated: skipped if late when a worker starts it",
+        "enforced by the pool: cancelled while queued",
+    )
+    return side_by_side(workload(workers, seconds / 2), both, deadlines, progress)
+
+
+def side_by_side(
+    work: Stats,
+    both: Callable[[Optional[ProgressLine]], dict[str, Stats]],
+    deadlines: tuple[str, str],
+    progress: Optional[TextIO],
+) -> Stats:
+    """Run ``both`` phases (the baseline's, then ours), drawing progress; the results.
+
+    ``deadlines`` says how each phase keeps queue deadlines. The conclusion compares the
+    HIGH requests' p99 wait.
+    """
     draw = None if progress is None else ProgressLine(progress)
-    results: Stats = {"workload": workload(workers, seconds / 2), "pools": {}}
     try:
-        for make in (ThreadPoolExecutor, PriorityThreadPoolExecutor):
-            results["pools"][make.__name__] = Phase(make(workers), workers, seconds / 2).run(draw)
+        pools = both(draw)
     finally:
         if draw is not None:
             draw("")
-    results["pools"][POOLS[0]]["deadlines"] = "emulated: skipped if late when a worker starts it"
-    results["pools"][POOLS[1]]["deadlines"] = "enforced by the pool: cancelled while queued"
-    before, after = (results["pools"][p]["classes"]["HIGH"]["wait_ms"]["p99"] for p in POOLS)
-    results["conclusion"] = f"HIGH p99 wait: {ms(before)} -> {ms(after)}"
-    return results
+    for name, how in zip(pools, deadlines):
+        pools[name]["deadlines"] = how
+    before, after = (data["classes"]["HIGH"]["wait_ms"]["p99"] for data in pools.values())
+    return {
+        "workload": work,
+        "pools": pools,
+        "conclusion": f"HIGH p99 wait: {ms(before)} -> {ms(after)}",
+    }
 
 
 class ProgressLine:

@@ -27,8 +27,8 @@ from ._demo import (
     Job,
     ProgressLine,
     Stats,
-    ms,
     recorded,
+    side_by_side,
     summarise,
     workload,
 )
@@ -146,21 +146,19 @@ class AsyncPhase:
 
 def run_async_demo(concurrency: int, seconds: float, progress: Optional[TextIO] = None) -> Stats:
     """Run the workload with both, ``seconds / 2`` each, on a new event loop; as ``run_demo``."""
-    draw = None if progress is None else ProgressLine(progress)
-    results: Stats = {"workload": workload(concurrency, seconds / 2), "pools": {}}
-    results["workload"]["slots"] = "at once"
 
-    async def both() -> None:
-        for name in POOLS:
-            results["pools"][name] = await AsyncPhase(name, concurrency, seconds / 2).run(draw)
+    def both(draw: Optional[ProgressLine]) -> dict[str, Stats]:
+        async def phases() -> dict[str, Stats]:
+            return {
+                name: await AsyncPhase(name, concurrency, seconds / 2).run(draw) for name in POOLS
+            }
 
-    try:
-        asyncio.run(both())
-    finally:
-        if draw is not None:
-            draw("")
-    results["pools"][POOLS[0]]["deadlines"] = "emulated: skipped if late when it starts"
-    results["pools"][POOLS[1]]["deadlines"] = "enforced by the scheduler: cancelled while queued"
-    before, after = (results["pools"][p]["classes"]["HIGH"]["wait_ms"]["p99"] for p in POOLS)
-    results["conclusion"] = f"HIGH p99 wait: {ms(before)} -> {ms(after)}"
-    return results
+        return asyncio.run(phases())
+
+    work = workload(concurrency, seconds / 2)
+    work["slots"] = "at once"
+    deadlines = (
+        "emulated: skipped if late when it starts",
+        "enforced by the scheduler: cancelled while queued",
+    )
+    return side_by_side(work, both, deadlines, progress)
