@@ -26,11 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
-import datetime
 import functools
 import gc
 import importlib
-import os
 import statistics
 import sys
 import time
@@ -38,10 +36,10 @@ import tracemalloc
 from typing import Any, Callable, Optional
 
 from contenders import gc_paused
-from front import DIRECT, FRONT, Case, at_least, render, run_case
-from harness import Metric, Target, fmt, log, save
+from front import DIRECT, FRONT, Case, Run, at_least, run_case
+from harness import Metric, Target, fmt, log
 from priority_executor import AsyncPriorityScheduler
-from run import HERE, MIN_REPEAT, environment
+from run import MIN_REPEAT
 
 CONCURRENCY = 64
 HIGH, LOW = 10, 0
@@ -307,26 +305,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     mode = "quick" if args.quick else "full"
-    env = environment()
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    started = time.perf_counter()
+    run = Run.begin(mode, args.repeat)
     chosen = [c for c in cases(SIZES[mode]) if not args.case or any(w in c.name for w in args.case)]
     records = [run_case(case, args.repeat) for case in chosen]
-    env["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    table = render(chosen, records)
-    name = f"{started_at:%Y-%m-%d}-py{sys.version_info[0]}.{sys.version_info[1]}-aio"
-    output = HERE / "results" / f"{name}{'-quick' if args.quick else ''}.json"
-    record: dict[str, Any] = {"mode": mode, "repeat": args.repeat, "argv": sys.argv}
-    record.update(started_utc=started_at.isoformat(timespec="seconds"), environment=env)
-    record.update(seconds=time.perf_counter() - started, cases=records, table=table)
-    heading = (
-        f"Python {env['python_version']} ({env['implementation']}), {env['cpu_count']} CPUs;"
-        f" {mode} mode, {args.repeat} interleaved repetitions; median [min, max]; ratios are"
-        f" medians of per-repetition ratios to the first contender ({fmt(1.0)} = the same)."
-    )
-    save(output, record, heading, table)
-    log(f"\n{record['seconds']:.0f} s; raw results in {output}")
-    return 1 if any(r["error"] is not None for r in records) else 0
+    ratios = f"the first contender ({fmt(1.0)} = the same)."
+    return run.publish(f"aio{'-quick' if args.quick else ''}", None, chosen, records, ratios, {})
 
 
 if __name__ == "__main__":

@@ -458,29 +458,66 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     mode = "quick" if args.quick else "full"
-    env = environment()
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    started = time.perf_counter()
+    run = Run.begin(mode, args.repeat)
     cases, records, calibration = measure(mode, args.repeat, args.dask)
-    env["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    table = render(cases, records)
     suffix = ("-dask" if args.dask else "") + ("-quick" if args.quick else "")
-    name = f"{started_at:%Y-%m-%d}-py{sys.version_info[0]}.{sys.version_info[1]}-front{suffix}"
-    output = args.output or HERE / "results" / f"{name}.json"
-    record: dict[str, Any] = {"mode": mode, "repeat": args.repeat, "argv": sys.argv}
-    record.update(started_utc=started_at.isoformat(timespec="seconds"), environment=env)
-    record.update(seconds=time.perf_counter() - started, calibration=calibration)
-    record.update(clock="time.monotonic (CLOCK_MONOTONIC, one clock for all processes on Linux)")
-    record.update(cases=records, table=table)
-    heading = (
-        f"Python {env['python_version']} ({env['implementation']}), {env['cpu_count']} CPUs; "
-        f"{mode} mode, {args.repeat} interleaved repetitions; median [min, max]; ratios are "
-        f"medians of per-repetition ratios to the executor used directly; 1 busy task = "
+    ratios = (
+        f"the executor used directly; 1 busy task = "
         f"{fmt(calibration['task_cpu_ms_median'])} ms of CPU."
     )
-    save(output, record, heading, table)
-    log(f"\n{record['seconds']:.0f} s; raw results in {output}")
-    return 1 if any(r["error"] is not None for r in records) else 0
+    extra = {
+        "calibration": calibration,
+        "clock": "time.monotonic (CLOCK_MONOTONIC, one clock for all processes on Linux)",
+    }
+    return run.publish(f"front{suffix}", args.output, cases, records, ratios, extra)
+
+
+@dataclass
+class Run:
+    """One run of a benchmark script: when it began, on what machine, to publish at the end."""
+
+    mode: str
+    repeat: int
+    env: dict[str, Any]
+    started_at: datetime.datetime
+    started: float
+
+    @classmethod
+    def begin(cls, mode: str, repeat: int) -> Run:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return cls(mode, repeat, environment(), now, time.perf_counter())
+
+    def publish(
+        self,
+        kind: str,
+        output: Optional[Path],
+        cases: Sequence[Case],
+        records: Sequence[dict[str, Any]],
+        ratios: str,
+        extra: dict[str, Any],
+    ) -> int:
+        """Save the tables and the raw record (to ``output`` or the dated results file).
+
+        ``kind`` names the results file; ``ratios`` says what the ratios are against.
+        Returns the exit status: 1 if a case failed.
+        """
+        env = self.env
+        env["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+        table = render(cases, records)
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        output = output or HERE / "results" / f"{self.started_at:%Y-%m-%d}-py{version}-{kind}.json"
+        record: dict[str, Any] = {"mode": self.mode, "repeat": self.repeat, "argv": sys.argv}
+        record.update(started_utc=self.started_at.isoformat(timespec="seconds"), environment=env)
+        record.update(seconds=time.perf_counter() - self.started, **extra)
+        record.update(cases=records, table=table)
+        heading = (
+            f"Python {env['python_version']} ({env['implementation']}), {env['cpu_count']} CPUs; "
+            f"{self.mode} mode, {self.repeat} interleaved repetitions; median [min, max]; ratios"
+            f" are medians of per-repetition ratios to {ratios}"
+        )
+        save(output, record, heading, table)
+        log(f"\n{record['seconds']:.0f} s; raw results in {output}")
+        return 1 if any(r["error"] is not None for r in records) else 0
 
 
 if __name__ == "__main__":
