@@ -56,6 +56,18 @@ def runs_elsewhere(executor: object) -> Optional[str]:
     return None
 
 
+def hands_over_inline(executor: object) -> bool:
+    """True if a done-callback of ``executor``'s futures may call its ``submit``.
+
+    Only the standard thread pool's, which run on its workers (or on the thread that
+    cancels), and whose ``submit`` never blocks. Not a process pool's, whose callbacks run
+    on its manager thread, which a ``submit`` from there can deadlock (CPython gh-105829),
+    nor Dask's event loop, nor a subclass or wrapper whose ``submit`` may wait for one of
+    the threads that would be calling it.
+    """
+    return type(executor) is futures.ThreadPoolExecutor
+
+
 # mypy compares PriorityFront.submit, with its keywords, with Executor.submit.
 class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     """Priorities, queue deadlines and prompt cancellation in front of any executor.
@@ -135,7 +147,11 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
             key_limit=key_limit,
             key_rate_limit=key_rate_limit,
             make_runner=lambda admission: DelegateRunner(
-                admission, delegate=executor, max_running=limit, close_delegate=close
+                admission,
+                delegate=executor,
+                max_running=limit,
+                close_delegate=close,
+                inline=hands_over_inline(executor),
             ),
         )
 

@@ -57,7 +57,12 @@ from ._claim import (
 from ._context import fresh_thread
 from ._futures import has_user_callbacks, settle_quietly
 from ._listeners import Watch
+from ._lock import acquire_politely
 from ._queue import Entry
+
+
+#: The most tasks one relay hands over (``DelegateRunner._relay``) before it settles its own.
+RELAY = 16
 
 
 def breaks_front(error: BaseException) -> bool:
@@ -80,9 +85,13 @@ class DelegateRunner:
         delegate: Executor,
         max_running: int,
         close_delegate: bool,
+        inline: bool = False,
     ) -> None:
         self.admission = admission
         self.delegate = delegate
+        # The delegate's done-callbacks run where its submit is safe (a thread pool's
+        # workers), so the thread that frees a slot hands the next task over: see _report.
+        self.inline = inline
         self.max_running = max_running
         self.peak = max_running  # the most in flight allowed since the last lowering
         self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
@@ -93,6 +102,7 @@ class DelegateRunner:
         self.ready = threading.Condition(admission.lock)
         self.settlers: dict[threading.Thread, int] = {}  # delegate threads settling ours now
         self.closed = False  # a dispatcher has set out to shut the delegate down
+        self.relay: Optional[threading.Thread] = None  # a delegate's thread handing over
 
     # -- what admission calls --------------------------------------------------------------
 
@@ -143,7 +153,7 @@ class DelegateRunner:
         assert all(count > 0 for count in self.settlers.values()), "settler count is off"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
-            if admission.running < self.max_running:
+            if admission.running < self.max_running and self.relay is None:
                 assert not admission.waiting_locked(), "a task waits while a slot is free"
 
     def start_pending(self, entry: Optional[Entry]) -> None:
@@ -172,6 +182,7 @@ class DelegateRunner:
         self.unstarted.clear()
         self.ready = threading.Condition(lock)
         self.settlers.clear()
+        self.relay = None
         return used
 
     # -- the dispatcher --------------------------------------------------------------------
@@ -187,7 +198,11 @@ class DelegateRunner:
                 self.unstarted.append(self.thread)
         elif self.asleep and (
             admission.stopping
-            or (admission.running < self.max_running and admission.waiting_locked())
+            or (
+                self.relay is None  # else the relay takes what may start
+                and admission.running < self.max_running
+                and admission.waiting_locked()
+            )
         ):
             # Notify first: a dispatcher woken while still marked asleep is woken again at
             # worst, but one marked awake and never notified would sleep for ever.
@@ -217,18 +232,24 @@ class DelegateRunner:
                 # for this; then it looks once more.
                 self._close_delegate()
                 continue
-            try:
-                if expired:
-                    admission.settle_expired(expired)  # callbacks to the callback threads
-                if admission.clock_errors:
-                    admission.settler.owed()
-                if entry is not None:
-                    self._hand_over(entry)
-            except BaseException:
-                # A done-callback raising SystemExit from a cancel, say: the front's one
-                # dispatcher must live on.
-                LOGGER.critical("exception in the dispatcher of %s", admission.name, exc_info=True)
+            self._start(entry, expired)
             expired, entry = [], None
+
+    def _start(self, entry: Optional[Entry], expired: list[Entry]) -> None:
+        """After a take (by the dispatcher or a settling thread): settle what it found
+        expired, log the clock's errors, and hand over the task taken; without the lock."""
+        admission = self.admission
+        try:
+            if expired:
+                admission.settle_expired(expired)  # callbacks to the callback threads
+            if admission.clock_errors:
+                admission.settler.owed()
+            if entry is not None:
+                self._hand_over(entry)
+        except BaseException:
+            # A done-callback raising SystemExit from a cancel, say: the front's dispatcher,
+            # or the delegate's thread, must live on (and that one must settle ours after).
+            LOGGER.critical("exception handing over a task of %s", admission.name, exc_info=True)
 
     def _close_delegate(self) -> None:
         try:
@@ -297,28 +318,54 @@ class DelegateRunner:
         """Done-callback of an inner future, on the delegate's thread: settle ours from it."""
         ok, value = False, None  # type: tuple[bool, Any]
         try:
-            if inner.cancelled():  # by its executor: ours is running, so it cannot be
-                value = CancelledError()
-            else:
-                value = inner.exception()
-                if value is None:
-                    ok, value = True, inner.result()
+            value = inner.exception()  # raises CancelledError if its executor cancelled it
+            if value is None:
+                ok, value = True, inner.result()
+        except CancelledError:  # ours is running, so it cannot be cancelled: settle it so
+            value = CancelledError()
         except BaseException as exc:  # a future that is not quite a Future
             value = exc
-        self._report(future, entry, watch, ok, value)
+        self._report(future, entry, watch, ok, value, self.inline)
 
     def _report(
-        self, future: Future[Any], entry: Entry, watch: Optional[Watch], ok: bool, value: Any
+        self,
+        future: Future[Any],
+        entry: Entry,
+        watch: Optional[Watch],
+        ok: bool,
+        value: Any,
+        successor: bool = False,
     ) -> None:
-        """Free the task's slot and count its outcome, then settle its future with ``value``."""
+        """Free the task's slot and count its outcome, then settle its future with ``value``.
+
+        ``successor``: this thread may call the delegate's ``submit`` (see ``inline``). If no
+        other thread relays, it takes the best queued task into the slot it frees, in the
+        same hold of the lock, and relays (:meth:`_relay`) before it settles ours.
+        """
         admission, me = self.admission, threading.current_thread()
-        with admission.lock:
+        expired: list[Entry] = []  # what the successor's take found past its deadline
+        taken = None
+        lock = admission.lock  # a hot path: see _lock.py
+        if not lock.acquire(False):
+            acquire_politely(lock)
+        try:
             admission.finished_later_locked(COMPLETED if ok else FAILED, entry)
-            on_dispatcher = me is self.thread
-            if not on_dispatcher:
+            quiet = me is self.thread or me is self.relay  # no user code on either
+            if not quiet:
+                if (
+                    successor
+                    and self.relay is None
+                    and me not in self.settlers  # not a user's callback that submits
+                    and admission.running < self.max_running
+                ):
+                    taken = admission.take_locked(expired)
+                    if taken is not None or expired:
+                        self.relay = me
                 self.settlers[me] = self.settlers.get(me, 0) + 1
             self._wake_locked()
-        if on_dispatcher:  # no user code here: the callbacks go to a callback thread
+        finally:
+            lock.release()
+        if quiet:  # the callbacks go to a callback thread
             if settle_quietly(future, ok, value) and has_user_callbacks(future):
                 admission.settler.later([partial(run_callbacks_guarded, future)])
             else:
@@ -328,16 +375,53 @@ class DelegateRunner:
                 admission.settler.call_later([partial(watch.finished, *_ending(ok, value))])
             return
         try:
+            if self.relay is me:
+                self._relay(taken, expired)
             guard_callbacks(future, future.set_result if ok else future.set_exception, value)
         finally:
-            with admission.lock:
+            if not lock.acquire(False):
+                acquire_politely(lock)
+            try:
                 left = self.settlers.pop(me) - 1
                 if left:
                     self.settlers[me] = left
                 admission.settled_locked(1)
                 self._wake_locked()
+            finally:
+                lock.release()
             if watch is not None:  # after its start, on the callback threads: see _listeners
                 admission.settler.call_later([partial(watch.finished, *_ending(ok, value))])
+
+    def _relay(self, entry: Optional[Entry], expired: list[Entry]) -> None:
+        """Hand over, from the delegate's thread that took ``entry``, while slots free up.
+
+        At most one thread relays at a time (``relay``): several calling the delegate's
+        ``submit`` at once would queue on its lock, each hand-off a context switch. The
+        dispatcher is not woken meanwhile. After :data:`RELAY` hand-overs, or when nothing
+        more may start, the relay ends and wakes the dispatcher if a task may start.
+        """
+        admission, lock = self.admission, self.admission.lock
+        try:
+            for _ in range(RELAY):
+                self._start(entry, expired)
+                entry, expired = None, []
+                if not lock.acquire(False):
+                    acquire_politely(lock)
+                try:
+                    if admission.running < self.max_running:
+                        entry = admission.take_locked(expired)
+                    if entry is None and not expired:
+                        self.relay = None
+                        self._wake_locked()
+                        return
+                finally:
+                    lock.release()
+            self._start(entry, expired)
+        finally:
+            if self.relay is threading.current_thread():  # only this thread clears its own
+                with lock:
+                    self.relay = None
+                    self._wake_locked()
 
 
 def _ending(ok: bool, value: Any) -> tuple[Outcome, Optional[BaseException]]:
