@@ -151,6 +151,7 @@ class DelegateRunner:
         )
         assert set(self.unstarted) <= {self.thread}, "an unstarted dispatcher is not counted in"
         assert all(count > 0 for count in self.settlers.values()), "settler count is off"
+        assert self.relay is None or self.relay in self.settlers, "a relay that is not settling"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
             if admission.running < self.max_running and self.relay is None:
