@@ -124,12 +124,13 @@ def test_the_relay_hands_over_before_it_runs_its_own_tasks_callbacks() -> None:
     front = PriorityExecutor(pool, max_running=1)
     second_started = threading.Event()
     seen: list[bool] = []
+    go = threading.Event()
     try:
-        front.pause()
-        first = front.submit(str, "first")
+        first = front.submit(go.wait, TIMEOUT)
         first.add_done_callback(lambda _: seen.append(second_started.wait(TIMEOUT)))
         second = front.submit(second_started.set)
-        front.resume()
+        wait_until(lambda: asleep(front), "the dispatcher waits for a free slot")
+        go.set()  # the first task ends after its hand-over: its worker relays
         assert second.result(TIMEOUT) is None
         wait_until(lambda: seen != [], "the first task's callback returns")
         assert front.join(TIMEOUT)
