@@ -3,9 +3,9 @@
 What is particular to the front: at most ``max_running`` tasks handed over, best first;
 "started means handed over" (before it, ``cancel()`` succeeds and the deadline applies; after
 it, the task runs and settles from the wrapped future); only the dispatcher thread calls the
-wrapped executor's ``submit``, even when a done-callback on the wrapped executor's thread
-submits more; faults (one task refused, the executor broken or shut down); shutdown of the
-wrapped executor; a dropped front; exit and fork. What both executors promise alike is in
+``submit`` of a wrapped executor other than the standard thread pool (whose workers relay:
+test_relay.py), even when a done-callback on the wrapped executor's thread submits more;
+faults (one task refused, the executor broken or shut down); shutdown of the wrapped executor; a dropped front; exit and fork. What both executors promise alike is in
 test_both_executors.py; real process pools are at the end of this file, Dask in test_dask.py.
 Nothing sleeps to synchronise; gates hold the wrapped executor's workers.
 """
@@ -132,6 +132,67 @@ def test_max_running_defaults_to_the_executors_max_workers(make: Callable[[int],
     with PriorityExecutor(make(3)) as front:
         assert (front.max_running, front._max_workers) == (3, 3)
         assert front.statistics().workers == 3
+
+
+def test_max_running_defaults_to_twice_a_process_pools_workers_and_not_again_in_a_front() -> None:
+    pool = ProcessPoolExecutor(3)  # starts no process before its first submit
+    inner = PriorityExecutor(pool)
+    outer = PriorityExecutor(inner, shutdown_executor=False)
+    try:
+        assert (inner.max_running, outer.max_running) == (6, 6)
+    finally:
+        outer.shutdown()
+        inner.shutdown()
+
+
+class Pipelined(Recording):
+    """A delegate that says it has 2 workers, but runs up to 4 tasks at once."""
+
+    _max_workers = 2
+
+    def __init__(self) -> None:
+        super().__init__(workers=4)
+
+
+def test_an_end_wakes_the_dispatcher_once_no_more_than_the_executors_workers_are_in_flight() -> (
+    None
+):
+    # With more tasks handed over than the delegate has workers, an ending task leaves the
+    # dispatcher asleep: the delegate's worker takes the next from its own queue. Once no more
+    # than its workers are in flight, the next end wakes it, and it hands over in one go;
+    # a new task with a slot free is handed over at once all along.
+    delegate = Pipelined()
+    front = PriorityExecutor(delegate, max_running=4)
+    gates = [Gate() for _ in range(4)]
+    try:
+        held = [front.submit(gate) for gate in gates]
+        for gate in gates:
+            gate.wait_started()
+        queued = [front.submit(str, name) for name in "abc"]
+        gates[0].open()
+        held[0].result(TIMEOUT)
+        wait_until(lambda: front.statistics().running == 3, "the first task's slot is free")
+        assert internals(front).dispatcher.asleep
+        assert len(delegate.handed) == 4
+        front._check_invariants()
+        urgent = front.submit(str, "urgent", priority=1)  # a slot is free: handed over now
+        assert urgent.result(TIMEOUT) == "urgent"
+        wait_until(lambda: front.statistics().running == 3, "the urgent task's slot is free")
+        assert [args for _, args in delegate.handed[4:]] == [("urgent",)]
+        front._check_invariants()
+        gates[1].open()  # two left in flight: the end wakes the dispatcher, which fills both
+        held[1].result(TIMEOUT)
+        assert [f.result(TIMEOUT) for f in queued[:2]] == ["a", "b"]
+        assert [args for _, args in delegate.handed[5:7]] == [("a",), ("b",)]
+        for gate in gates[2:]:
+            gate.open()
+        assert queued[2].result(TIMEOUT) == "c"
+        assert front.join(TIMEOUT)
+        front._check_invariants()
+    finally:
+        for gate in gates:
+            gate.open()
+        front.shutdown()
 
 
 def test_max_running_is_required_for_an_executor_without_max_workers() -> None:
@@ -875,7 +936,7 @@ def test_a_process_pool_front_runs_tasks_and_leaves_no_process_behind() -> None:
     with PriorityExecutor(ProcessPoolExecutor(2)) as front:
         futures = [front.submit(_square, i) for i in range(40)]
         assert [f.result(TIMEOUT) for f in futures] == [i * i for i in range(40)]
-        assert front.max_running == 2
+        assert front.max_running == 4  # two a process, by default
     assert multiprocessing.active_children() == []
 
 

@@ -39,8 +39,8 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
   caller after. The lists (``evicted``, ``clock_errors``, the runner's ``unstarted``) are read
   as hints without the lock, so that if an exception cuts the caller short, the next
   ``submit``, ``join()`` or ``shutdown()`` finishes the job.
-- It is taken by a ``with`` statement, except on the two hot paths (``submit`` and a
-  worker's turn): see ``_lock.py``.
+- It is taken by a ``with`` statement, except on the hot paths (``submit``, a worker's
+  turn, a front's report of a task that ended): see ``_lock.py``.
 
 The flows
 ---------

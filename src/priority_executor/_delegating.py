@@ -22,19 +22,38 @@ from ._front import PriorityFront
 from ._policy import WhenFull, check_flag, check_limit, describe
 from ._rates import RateLimit
 
+#: Tasks handed to a pool of other processes or interpreters per worker, by default: one
+#: running and one waiting in the pool, so that a worker that ends a task finds the next
+#: without waiting for the front's hand-over (a round trip between the parent's threads).
+PIPELINE = 2
+
+
+def delegate_workers(executor: object) -> Optional[int]:
+    """The executor's own ``_max_workers``, if it has a positive one (the standard pools)."""
+    workers = getattr(executor, "_max_workers", None)
+    if isinstance(workers, int) and not isinstance(workers, bool) and workers > 0:
+        return workers
+    return None
+
 
 def default_max_running(executor: object, max_running: object) -> int:
-    """``max_running``, checked, or by default the executor's own ``_max_workers``."""
+    """``max_running``, checked, or by default from the executor's own ``_max_workers``.
+
+    That many for a thread pool (or any executor with ``_max_workers``), :data:`PIPELINE`
+    times as many for a pool that runs tasks in other processes or interpreters.
+    """
     if max_running is not None:
         limit = check_limit("max_running", max_running)
         assert limit is not None
         return limit
-    workers = getattr(executor, "_max_workers", None)
-    if isinstance(workers, int) and not isinstance(workers, bool) and workers > 0:
-        return workers
-    raise TypeError(
-        f"max_running is required for {describe(executor)}: it has no positive _max_workers"
-    )
+    workers = delegate_workers(executor)
+    if workers is None:
+        raise TypeError(
+            f"max_running is required for {describe(executor)}: it has no positive _max_workers"
+        )
+    # Not again for a front over a front: its _max_workers is its max_running already.
+    elsewhere = runs_elsewhere(executor) is not None and not isinstance(executor, PriorityExecutor)
+    return workers * PIPELINE if elsewhere else workers
 
 
 def runs_elsewhere(executor: object) -> Optional[str]:
@@ -152,6 +171,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
                 max_running=limit,
                 close_delegate=close,
                 inline=hands_over_inline(executor),
+                workers=delegate_workers(executor),
             ),
         )
 

@@ -1,25 +1,35 @@
-"""The delegate runner: one dispatcher thread hands a front's tasks to another executor.
+"""The delegate runner: a front's tasks handed to another executor, by its dispatcher or a relay.
 
 ``PriorityExecutor`` keeps its queue in an ``Admission``, as the thread pool does, and starts
 a task by handing it to the executor it wraps (the *delegate*): a process pool, an interpreter
-pool, a Dask client's executor. One thread per front, the dispatcher, is the only caller of
-``delegate.submit``. It takes the best queued task (``Admission.take_locked``) whenever fewer
-than ``max_running`` are in flight, claims its future (from then on ``cancel()`` returns
-False: *started means handed over*) and submits it.
+pool, a Dask client's executor. One thread per front, the dispatcher, takes the best queued
+task (``Admission.take_locked``) whenever fewer than ``max_running`` are in flight, claims its
+future (from then on ``cancel()`` returns False: *started means handed over*) and submits it.
 
 The delegate settles its own future (the *inner* one) on a thread of its own: a process
-pool's manager thread, Dask's event loop. There, :meth:`DelegateRunner._done` frees the slot
-and counts the outcome under the pool's lock, wakes the dispatcher if a task waits, and only
-then settles ours, whose done-callbacks run there, as with the delegate used directly. Such a
-thread never calls ``delegate.submit`` (a callback that submits to the front only queues), so
-the hand-over cannot deadlock a process pool's manager thread (CPython gh-105829). While it
-settles a future of ours it counts as one of the pool's own threads, so a callback that calls
-``join()`` or ``shutdown(wait=True)`` gets the documented refusal instead of waiting for the
-thread it stops. An inner future that is done before the dispatcher has added its callback is
-counted and settled there (``_futures.settle_quietly``), and its callbacks run on a callback
-thread, so that no user code holds up a hand-over. (The one exception: a front that the
-delegate's refusal breaks fails its queue on the dispatcher, which has nothing left to hand
-over.)
+pool's manager thread, Dask's event loop, a thread pool's worker. There,
+:meth:`DelegateRunner._done` frees the slot and counts the outcome under the pool's lock,
+wakes the dispatcher if a task waits, and only then settles ours, whose done-callbacks run
+there, as with the delegate used directly. While it settles a future of ours that thread
+counts as one of the pool's own, so a callback that calls ``join()`` or
+``shutdown(wait=True)`` gets the documented refusal instead of waiting for the thread it
+stops. An inner future that is done before the dispatcher has added its callback is counted
+and settled there (``_futures.settle_quietly``), and its callbacks run on a callback thread,
+so that no user code holds up a hand-over. (The one exception: a front that the delegate's
+refusal breaks fails its queue on the thread that met the refusal, which has nothing left to
+hand over.)
+
+The relay. Waking the dispatcher for every task that ends costs a switch between threads
+that share the GIL. So where the delegate's ``submit`` is safe to call from its own
+callbacks (the standard thread pool's: ``_delegating.hands_over_inline``), the thread that
+frees a slot takes the next task in the same hold of the lock and hands it over itself,
+before it settles its own task's future, and goes on while slots free up (:meth:`_relay`).
+One thread relays at a time (``relay``); several calling the delegate's ``submit`` at once
+would queue on its lock, each hand-off another switch. The relay settles the tasks whose
+inner future is done at once as the dispatcher does, so no user callback runs while it holds
+the role, and the dispatcher is not woken for starts meanwhile. A process pool's manager
+thread never relays (a ``submit`` from there can deadlock it, CPython gh-105829), nor Dask's
+event loop: a callback that submits to the front there only queues.
 
 Tasks run on the delegate's threads or processes, which are not the front's own: a task
 that waits for the front (``join()``, ``shutdown(wait=True)``, a blocking ``submit`` to a
@@ -60,7 +70,6 @@ from ._listeners import Watch
 from ._lock import acquire_politely
 from ._queue import Entry
 
-
 #: The most tasks one relay hands over (``DelegateRunner._relay``) before it settles its own.
 RELAY = 16
 
@@ -86,12 +95,15 @@ class DelegateRunner:
         max_running: int,
         close_delegate: bool,
         inline: bool = False,
+        workers: Optional[int] = None,
     ) -> None:
         self.admission = admission
         self.delegate = delegate
         # The delegate's done-callbacks run where its submit is safe (a thread pool's
         # workers), so the thread that frees a slot hands the next task over: see _report.
         self.inline = inline
+        # The delegate's own workers, if it says (its _max_workers): see _wake_locked.
+        self.workers = max_running if workers is None else workers
         self.max_running = max_running
         self.peak = max_running  # the most in flight allowed since the last lowering
         self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
@@ -154,7 +166,8 @@ class DelegateRunner:
         assert self.relay is None or self.relay in self.settlers, "a relay that is not settling"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
-            if admission.running < self.max_running and self.relay is None:
+            running = admission.running
+            if self.relay is None and running < self.max_running and running <= self.workers:
                 assert not admission.waiting_locked(), "a task waits while a slot is free"
 
     def start_pending(self, entry: Optional[Entry]) -> None:
@@ -188,8 +201,14 @@ class DelegateRunner:
 
     # -- the dispatcher --------------------------------------------------------------------
 
-    def _wake_locked(self) -> None:
-        """Make the dispatcher look again, if it may find something to do; count one in if none."""
+    def _wake_locked(self, ended: bool = False) -> None:
+        """Make the dispatcher look again, if it may find something to do; count one in if none.
+
+        ``ended``: a task in flight just ended. While the delegate has more in flight than
+        its own workers, a worker that ends a task takes the next from the delegate's
+        queue, so the dispatcher is left asleep until it would run dry: then each wake
+        hands over several tasks, not one (``workers``).
+        """
         admission = self.admission
         if self.thread is None:
             closing = admission.stopping and self.close_delegate and not self.closed
@@ -202,6 +221,7 @@ class DelegateRunner:
             or (
                 self.relay is None  # else the relay takes what may start
                 and admission.running < self.max_running
+                and not (ended and admission.running > self.workers)
                 and admission.waiting_locked()
             )
         ):
@@ -363,7 +383,7 @@ class DelegateRunner:
                     if taken is not None or expired:
                         self.relay = me
                 self.settlers[me] = self.settlers.get(me, 0) + 1
-            self._wake_locked()
+            self._wake_locked(ended=True)
         finally:
             lock.release()
         if quiet:  # the callbacks go to a callback thread
@@ -387,7 +407,7 @@ class DelegateRunner:
                 if left:
                     self.settlers[me] = left
                 admission.settled_locked(1)
-                self._wake_locked()
+                self._wake_locked(ended=True)
             finally:
                 lock.release()
             if watch is not None:  # after its start, on the callback threads: see _listeners

@@ -7,7 +7,8 @@ short and run no user code, so a holder that was preempted by the GIL needs only
 finish: yielding to it breaks the convoy. In our benchmarks this halved the cost per task
 when four workers and a submitter shared the lock.
 
-The two hot paths (``Admission.submit`` and a worker's turn) take the lock with
+The hot paths (``Admission.submit``, a worker's turn, and a front's report of a task that
+ended, ``DelegateRunner._report`` and its relay) take the lock with
 ``lock.acquire(False)`` first and call :func:`acquire_politely` only when that fails. They
 do not use a ``with`` statement, which blocks where this spins (measured: it cost contended
 throughput its lead, 2.5x). Every other path uses ``with``.
