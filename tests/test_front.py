@@ -4,10 +4,11 @@ What is particular to the front: at most ``max_running`` tasks handed over, best
 "started means handed over" (before it, ``cancel()`` succeeds and the deadline applies; after
 it, the task runs and settles from the wrapped future); only the dispatcher thread calls the
 ``submit`` of a wrapped executor other than the standard thread pool (whose workers relay:
-test_relay.py), even when a done-callback on the wrapped executor's thread submits more;
-faults (one task refused, the executor broken or shut down); shutdown of the wrapped executor; a dropped front; exit and fork. What both executors promise alike is in
-test_both_executors.py; real process pools are at the end of this file, Dask in test_dask.py.
-Nothing sleeps to synchronise; gates hold the wrapped executor's workers.
+test_relay.py), even when a done-callback on the wrapped executor's thread submits more; faults
+(one task refused, the executor broken or shut down); shutdown of the wrapped executor; a
+dropped front; exit and fork. What both executors promise alike is in test_both_executors.py;
+real process pools are at the end of this file, Dask in test_dask.py. Nothing sleeps to
+synchronise; gates hold the wrapped executor's workers.
 """
 
 from __future__ import annotations
