@@ -101,9 +101,10 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     Args:
         executor: any :class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor``, an
             ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``.
-        max_running: the most tasks handed over and not yet finished; default the
-            executor's ``_max_workers`` (the process and thread pools have one); required
-            for any other executor.
+        max_running: the most tasks handed over and not yet finished. By default the
+            executor's ``_max_workers`` for a thread pool, twice that for a process or
+            interpreter pool (so that a worker finds its next task waiting); required for
+            an executor without ``_max_workers``.
         clock, ageing, max_queued, when_full, rate_limit, key_limit, key_rate_limit: as for
             ``PriorityThreadPoolExecutor``; a task starts when it is handed over.
         shutdown_executor: ``shutdown()`` (and a front collected or left at exit) shuts
