@@ -170,6 +170,8 @@ def test_an_end_wakes_the_dispatcher_once_no_more_than_the_executors_workers_are
         for gate in gates:
             gate.wait_started()
         queued = [front.submit(str, name) for name in "abc"]
+        # Asleep: else, still in its loop, it would take the slot that opens (as it may).
+        wait_until(lambda: internals(front).dispatcher.asleep, "the dispatcher waits")
         gates[0].open()
         held[0].result(TIMEOUT)
         wait_until(lambda: front.statistics().running == 3, "the first task's slot is free")
