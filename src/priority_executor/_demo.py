@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Protocol, TextIO
 
@@ -83,6 +84,36 @@ def _run(job: Job, emulate_deadline: bool) -> None:
     time.sleep(job.work)
 
 
+class Plan:
+    """The workload of one phase, shared by the thread and the asyncio demos."""
+
+    def __init__(self, workers: int, seconds: float) -> None:
+        cfg = workload(workers, seconds)
+        self.period: float = cfg["burst_period_s"]
+        self.bursts: int = cfg["bursts"]
+        self.burst: int = cfg["burst_jobs"]
+        self.deadline: float = cfg["deadline_ms"] / 1000
+
+    def high_jobs(self) -> Iterator[Job]:
+        """The HIGH requests, one every HIGH_INTERVAL, for as long as the caller takes them."""
+        rng = random.Random(1)  # the same requests in both phases
+        while True:
+            yield Job("HIGH", rng.uniform(*HIGH_WORK), None)
+
+    def low_bursts(self) -> Iterator[tuple[float, list[Job]]]:
+        """Each LOW burst: when it is due (seconds from the start) and its jobs."""
+        rng = random.Random(2)
+        count = 0
+        for index in range(self.bursts):
+            jobs = []
+            for _ in range(self.burst):
+                count += 1
+                late = count % DEADLINE_EVERY == 0
+                kind, deadline = ("LOW+deadline", self.deadline) if late else ("LOW", None)
+                jobs.append(Job(kind, rng.uniform(*LOW_WORK), deadline))
+            yield index * self.period, jobs
+
+
 class Phase:
     """One pool under the workload: two producer threads, then a short settle."""
 
@@ -95,11 +126,7 @@ class Phase:
         self.cond = threading.Condition()  # guards jobs, submitted and finished
         self.submitted = 0
         self.finished = 0
-        cfg = workload(workers, seconds)
-        self.period: float = cfg["burst_period_s"]
-        self.bursts: int = cfg["bursts"]
-        self.burst: int = cfg["burst_jobs"]
-        self.deadline: float = cfg["deadline_ms"] / 1000
+        self.plan = Plan(workers, seconds)
 
     def submit(self, job: Job) -> None:
         with self.cond:
@@ -122,25 +149,20 @@ class Phase:
                 self.cond.notify_all()
 
     def _produce_high(self) -> None:
-        rng = random.Random(1)  # the same requests on both pools
         next_at = time.perf_counter()
-        while not self.stop.wait(max(0.0, next_at - time.perf_counter())):
-            self.submit(Job("HIGH", rng.uniform(*HIGH_WORK), None))
+        for job in self.plan.high_jobs():
+            if self.stop.wait(max(0.0, next_at - time.perf_counter())):
+                return
+            self.submit(job)
             next_at += HIGH_INTERVAL
 
     def _produce_low(self) -> None:
-        rng = random.Random(2)
-        next_at = time.perf_counter()
-        count = 0
-        for _burst in range(self.bursts):
-            if self.stop.wait(max(0.0, next_at - time.perf_counter())):
+        start = time.perf_counter()
+        for at, jobs in self.plan.low_bursts():
+            if self.stop.wait(max(0.0, start + at - time.perf_counter())):
                 return
-            for _ in range(self.burst):
-                count += 1
-                late = count % DEADLINE_EVERY == 0
-                kind, deadline = ("LOW+deadline", self.deadline) if late else ("LOW", None)
-                self.submit(Job(kind, rng.uniform(*LOW_WORK), deadline))
-            next_at += self.period
+            for job in jobs:
+                self.submit(job)
 
     def run(self, progress: Optional[Callable[[str], None]]) -> Stats:
         """Load the pool, let it settle, shut it down; every thread started here is joined."""

@@ -12,19 +12,16 @@ jobs; the report is the thread demo's (``_demo.format_report``).
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from typing import Callable, Optional, TextIO
 
 from ._aio import AsyncPriorityScheduler
 from ._demo import (
-    DEADLINE_EVERY,
     HIGH_INTERVAL,
-    HIGH_WORK,
-    LOW_WORK,
     PROGRESS_INTERVAL,
     SETTLE,
     Job,
+    Plan,
     ProgressLine,
     Stats,
     recorded,
@@ -55,11 +52,7 @@ class AsyncPhase:
         self.finished = 0
         self.semaphore = asyncio.Semaphore(concurrency)
         self.scheduler = AsyncPriorityScheduler(concurrency)
-        cfg = workload(concurrency, seconds)
-        self.period: float = cfg["burst_period_s"]
-        self.bursts: int = cfg["bursts"]
-        self.burst: int = cfg["burst_jobs"]
-        self.deadline: float = cfg["deadline_ms"] / 1000
+        self.plan = Plan(concurrency, seconds)
 
     def submit(self, job: Job) -> None:
         self.jobs.append(job)
@@ -83,25 +76,20 @@ class AsyncPhase:
         self.finished += 1
 
     async def _produce_high(self, until: float) -> None:
-        rng = random.Random(1)  # the same requests in both phases
         next_at = time.perf_counter()
-        while next_at < until:
-            self.submit(Job("HIGH", rng.uniform(*HIGH_WORK), None))
+        for job in self.plan.high_jobs():
+            if next_at >= until:
+                return
+            self.submit(job)
             next_at += HIGH_INTERVAL
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
     async def _produce_low(self) -> None:
-        rng = random.Random(2)
-        next_at = time.perf_counter()
-        count = 0
-        for _burst in range(self.bursts):
-            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-            for _ in range(self.burst):
-                count += 1
-                late = count % DEADLINE_EVERY == 0
-                kind, deadline = ("LOW+deadline", self.deadline) if late else ("LOW", None)
-                self.submit(Job(kind, rng.uniform(*LOW_WORK), deadline))
-            next_at += self.period
+        start = time.perf_counter()
+        for at, jobs in self.plan.low_bursts():
+            await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
+            for job in jobs:
+                self.submit(job)
 
     async def run(self, progress: Optional[Callable[[str], None]]) -> Stats:
         """Load, settle, then cancel what is left; every Task started here has ended."""
