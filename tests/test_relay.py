@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityExecutor, PriorityThreadPoolExecutor
 from priority_executor._delegating import hands_over_inline
-from support import internals, wait_until
+from support import AGEING, internals, wait_until
 
 
 class Callers:
@@ -183,15 +183,32 @@ def test_a_task_done_at_once_during_a_relay_has_its_callbacks_on_a_callback_thre
     assert callers.names[1].startswith("ThreadPoolExecutor-"), callers.names
 
 
+@pytest.mark.parametrize("via", ["submit", "view"])
+@pytest.mark.parametrize("room", [(None, "block"), (50, "raise"), (20, "evict")])
+@pytest.mark.parametrize("ageing", AGEING)
 @pytest.mark.parametrize("attack", ["cancel", "deadline", "pause", "lower", "shutdown"])
 def test_the_relay_meets_a_cancel_a_deadline_a_pause_a_resize_and_a_shutdown(
-    attack: str, gate: Gate, clock: FakeClock
+    attack: str,
+    ageing: Optional[float],
+    room: tuple[Optional[int], str],
+    via: str,
+    gate: Gate,
+    clock: FakeClock,
 ) -> None:
     # The first task's done-callback, run on the relay's worker after the relay took the
     # best queued task, does the worst thing to the rest: nothing may be lost, run twice, or
-    # both cancelled and run, and the invariants hold throughout.
+    # both cancelled and run, and the invariants hold throughout. With max_queued=20 and
+    # "evict", the later (higher) half of the rest evicts the earlier half as it is submitted.
+    max_queued, when_full = room
     pool = ThreadPoolExecutor(2)
-    front = PriorityExecutor(pool, max_running=2, clock=clock)
+    front = PriorityExecutor(
+        pool,
+        max_running=2,
+        clock=clock,
+        ageing=ageing,
+        max_queued=max_queued,
+        when_full=when_full,  # type: ignore[arg-type]
+    )
     clock.attach(front)
     ran: list[int] = []
     lock = threading.Lock()
@@ -222,7 +239,12 @@ def test_the_relay_meets_a_cancel_a_deadline_a_pause_a_resize_and_a_shutdown(
         gate.wait_started()
         first = front.submit(go.wait, TIMEOUT, priority=9)
         first.add_done_callback(worst)
-        rest = [front.submit(task, i, priority=i % 4, timeout=timeout) for i in range(40)]
+        if via == "view":
+            rest = [
+                front.options(priority=i // 10, timeout=timeout).submit(task, i) for i in range(40)
+            ]
+        else:
+            rest = [front.submit(task, i, priority=i // 10, timeout=timeout) for i in range(40)]
         wait_until(lambda: asleep(front), "the dispatcher waits for a free slot")
         go.set()  # the first task ends after its hand-over: its worker relays
         assert first.result(TIMEOUT) is True
