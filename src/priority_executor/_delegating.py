@@ -78,8 +78,10 @@ def runs_elsewhere(executor: object) -> Optional[str]:
 def hands_over_inline(executor: object) -> bool:
     """True if a done-callback of ``executor``'s futures may call its ``submit``.
 
-    Only the standard thread pool's, which run on its workers (or on the thread that
-    cancels), and whose ``submit`` never blocks. Not a process pool's, whose callbacks run
+    Only the standard thread pool's, whose ``submit`` never waits for a worker, for a
+    future that one of its workers ran (``DelegateRunner._done`` relays from no other: the
+    futures the pool cancels or fails itself it settles under the lock its ``submit``
+    takes). Not a process pool's, whose callbacks run
     on its manager thread, which a ``submit`` from there can deadlock (CPython gh-105829),
     nor Dask's event loop, nor a subclass or wrapper whose ``submit`` may wait for one of
     the threads that would be calling it.

@@ -21,8 +21,9 @@ hand over.)
 
 The relay. Waking the dispatcher for every task that ends costs a switch between threads
 that share the GIL. So where the delegate's ``submit`` is safe to call from its own
-callbacks (the standard thread pool's: ``_delegating.hands_over_inline``), the thread that
-frees a slot takes the next task in the same hold of the lock and hands it over itself,
+callbacks (the standard thread pool's: ``_delegating.hands_over_inline``), the worker that
+ran a task, as it frees the slot, takes the next task in the same hold of the lock and hands
+it over itself,
 before it settles its own task's future, and goes on while slots free up (:meth:`_relay`).
 One thread relays at a time (``relay``); several calling the delegate's ``submit`` at once
 would queue on its lock, each hand-off another switch. The relay settles the tasks whose
@@ -70,7 +71,8 @@ from ._listeners import Watch
 from ._lock import acquire_politely
 from ._queue import Entry
 
-#: The most tasks one relay hands over (``DelegateRunner._relay``) before it settles its own.
+#: The most tasks one relay (``DelegateRunner._relay``) hands over after the one it took
+#: with its own task's slot, before it settles its own.
 RELAY = 16
 
 
@@ -337,16 +339,20 @@ class DelegateRunner:
         self, future: Future[Any], entry: Entry, watch: Optional[Watch], inner: Future[Any]
     ) -> None:
         """Done-callback of an inner future, on the delegate's thread: settle ours from it."""
-        ok, value = False, None  # type: tuple[bool, Any]
+        ok, value, ran = False, None, self.inline  # type: tuple[bool, Any, bool]
         try:
             value = inner.exception()  # raises CancelledError if its executor cancelled it
             if value is None:
                 ok, value = True, inner.result()
         except CancelledError:  # ours is running, so it cannot be cancelled: settle it so
-            value = CancelledError()
+            value, ran = CancelledError(), False
         except BaseException as exc:  # a future that is not quite a Future
             value = exc
-        self._report(future, entry, watch, ok, value, self.inline)
+        # A thread pool settles a future it did not run (cancelled by its shutdown, failed
+        # by a broken initializer) while it holds its own lock, which its submit takes: a
+        # relay there would wait for itself. So only a task that ran relays.
+        ran = ran and not isinstance(value, BrokenExecutor)
+        self._report(future, entry, watch, ok, value, ran)
 
     def _report(
         self,
@@ -418,7 +424,7 @@ class DelegateRunner:
 
         At most one thread relays at a time (``relay``): several calling the delegate's
         ``submit`` at once would queue on its lock, each hand-off a context switch. The
-        dispatcher is not woken meanwhile. After :data:`RELAY` hand-overs, or when nothing
+        dispatcher is not woken meanwhile. After :data:`RELAY` more hand-overs, or when nothing
         more may start, the relay ends and wakes the dispatcher if a task may start.
         """
         admission, lock = self.admission, self.admission.lock
