@@ -379,13 +379,20 @@ def test_an_inner_future_cancelled_by_its_executor_raises_cancelled_error(gate: 
         gate.wait_started()
         second = front.submit(str, "second")
         wait_until(lambda: front.statistics().queued == 0, "the second task is handed over")
+        # Queued: the slot the cancel frees is its. The pool cancels holding the lock its
+        # submit takes, so the thread that cancels must not hand it over (test_relay.py):
+        # before, it waited there for itself. The dispatcher does, and the pool refuses it.
+        third = front.submit(str, "third")
         delegate.shutdown(wait=False, cancel_futures=True)  # its owner cancels what it holds
         with pytest.raises(CancelledError):
             second.result(TIMEOUT)
         assert not second.cancelled(), "a task handed over is never reported cancelled"
+        with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
+            third.result(TIMEOUT)
         gate.open()
         assert front.join(TIMEOUT)
-        assert front.statistics().failed == 1
+        assert front.statistics().failed == 2
+        front._check_invariants()
     finally:
         gate.open()
         front.shutdown()

@@ -14,7 +14,6 @@ import threading
 import time
 from concurrent.futures import (
     BrokenExecutor,
-    CancelledError,
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
@@ -275,31 +274,8 @@ def test_the_relay_meets_a_cancel_a_deadline_a_pause_a_resize_and_a_shutdown(
 
 # Found by a second reader: the thread pool settles the futures it cancels or fails itself
 # while it holds its shutdown lock, which its submit takes. Before: the thread settling them
-# relayed, and its submit waited for itself for ever.
-
-
-def test_no_relay_from_the_futures_a_thread_pool_cancels_at_its_shutdown(gate: Gate) -> None:
-    delegate = ThreadPoolExecutor(1)
-    front = PriorityExecutor(delegate, max_running=2, shutdown_executor=False)
-    try:
-        front.submit(gate)
-        gate.wait_started()
-        second = front.submit(str, "second")
-        wait_until(lambda: front.statistics().queued == 0, "the second task is handed over")
-        third = front.submit(str, "third")  # queued: the slot that the cancel frees is its
-        delegate.shutdown(wait=False, cancel_futures=True)  # settles second's inner future
-        with pytest.raises(CancelledError):
-            second.result(TIMEOUT)
-        # The dispatcher hands third to the shut-down pool, which refuses it: the front breaks.
-        with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
-            third.result(TIMEOUT)
-        gate.open()
-        front.shutdown(wait=False)
-        assert front.join(TIMEOUT)
-        front._check_invariants()
-    finally:
-        gate.open()
-        front.shutdown(wait=False)  # were a relay stuck, join() above has timed out
+# relayed, and its submit waited for itself for ever. The shutdown's cancel is tested in
+# test_front.py (test_an_inner_future_cancelled_by_its_executor_raises_cancelled_error).
 
 
 def test_no_relay_from_the_futures_a_failed_initializer_fails() -> None:
