@@ -198,6 +198,30 @@ def test_an_end_wakes_the_dispatcher_once_no_more_than_the_executors_workers_are
         front.shutdown()
 
 
+def test_an_end_always_wakes_the_dispatcher_for_an_executor_without_max_workers() -> None:
+    # Before: such a front took its first max_running for the executor's workers, so after
+    # max_running was raised, ends above the first value left the dispatcher asleep.
+    delegate = Recording(workers=4)
+    front = PriorityExecutor(delegate, max_running=1)
+    gates = [Gate() for _ in range(4)]
+    try:
+        front.max_running = 4
+        held = [front.submit(gate) for gate in gates]
+        for gate in gates:
+            gate.wait_started()
+        queued = front.submit(str, "queued")
+        wait_until(lambda: internals(front).dispatcher.asleep, "the dispatcher waits")
+        gates[0].open()
+        held[0].result(TIMEOUT)
+        assert queued.result(TIMEOUT) == "queued"
+        assert not any(h.done() for h in held[1:]), "not handed over with three in flight"
+        front._check_invariants()
+    finally:
+        for gate in gates:
+            gate.open()
+        front.shutdown()
+
+
 def test_max_running_is_required_for_an_executor_without_max_workers() -> None:
     delegate = Recording()
     try:

@@ -23,8 +23,8 @@ The relay. Waking the dispatcher for every task that ends costs a switch between
 that share the GIL. So where the delegate's ``submit`` is safe to call from its own
 callbacks (the standard thread pool's: ``_delegating.hands_over_inline``), the worker that
 ran a task, as it frees the slot, takes the next task in the same hold of the lock and hands
-it over itself,
-before it settles its own task's future, and goes on while slots free up (:meth:`_relay`).
+it over itself, before it settles its own task's future, and goes on while slots free up
+(:meth:`_relay`).
 One thread relays at a time (``relay``); several calling the delegate's ``submit`` at once
 would queue on its lock, each hand-off another switch. The relay settles the tasks whose
 inner future is done at once as the dispatcher does, so no user callback runs while it holds
@@ -105,7 +105,7 @@ class DelegateRunner:
         # workers), so the thread that frees a slot hands the next task over: see _report.
         self.inline = inline
         # The delegate's own workers, if it says (its _max_workers): see _wake_locked.
-        self.workers = max_running if workers is None else workers
+        self.workers = workers
         self.max_running = max_running
         self.peak = max_running  # the most in flight allowed since the last lowering
         self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
@@ -168,8 +168,8 @@ class DelegateRunner:
         assert self.relay is None or self.relay in self.settlers, "a relay that is not settling"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
-            running = admission.running
-            if self.relay is None and running < self.max_running and running <= self.workers:
+            free = admission.running < self.max_running and not self._filling_locked()
+            if self.relay is None and free:
                 assert not admission.waiting_locked(), "a task waits while a slot is free"
 
     def start_pending(self, entry: Optional[Entry]) -> None:
@@ -209,7 +209,7 @@ class DelegateRunner:
         ``ended``: a task in flight just ended. While the delegate has more in flight than
         its own workers, a worker that ends a task takes the next from the delegate's
         queue, so the dispatcher is left asleep until it would run dry: then each wake
-        hands over several tasks, not one (``workers``).
+        hands over several tasks, not one (:meth:`_filling_locked`).
         """
         admission = self.admission
         if self.thread is None:
@@ -223,7 +223,7 @@ class DelegateRunner:
             or (
                 self.relay is None  # else the relay takes what may start
                 and admission.running < self.max_running
-                and not (ended and admission.running > self.workers)
+                and not (ended and self._filling_locked())
                 and admission.waiting_locked()
             )
         ):
@@ -231,6 +231,11 @@ class DelegateRunner:
             # worst, but one marked awake and never notified would sleep for ever.
             self.ready.notify()
             self.asleep = False
+
+    def _filling_locked(self) -> bool:
+        """More in flight than the delegate's own workers: a worker that ends a task finds
+        the next in the delegate's queue (False for a delegate that does not say)."""
+        return self.workers is not None and self.admission.running > self.workers
 
     def _dispatch(self) -> None:
         """Body of the dispatcher thread: hand over, best first, while a slot is free."""
