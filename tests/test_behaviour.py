@@ -577,11 +577,7 @@ def test_map_timeout_counts_from_the_map_call(
             next(results)
         assert time.perf_counter() - started < TIMEOUT / 2
         gate.open()
-    if pool_class is ThreadPoolExecutor and sys.version_info < (3, 10):
-        # 3.9's map cancels the calls after the one it timed out on, not that one (bpo-43563).
-        assert record.ran == [1]
-    else:
-        assert record.ran == []
+    assert record.ran == []
 
 
 def test_map_cancels_remaining_calls_when_a_call_raises(pool_class: PoolClass) -> None:

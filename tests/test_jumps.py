@@ -47,7 +47,7 @@ def monotonic(monkeypatch: pytest.MonkeyPatch) -> Monotonic:
 @pytest.fixture
 def yields(monkeypatch: pytest.MonkeyPatch, monotonic: Monotonic) -> list[None]:
     """Every GIL yield of a submit, recorded instead of made; the windows' clock stands still."""
-    if not _lock.GIL_ENABLED:
+    if not _lock.gil_enabled():
         pytest.skip("no GIL: no jump window opens")
     made: list[None] = []
     monkeypatch.setattr(_lock, "yield_gil", lambda: made.append(None))
@@ -127,6 +127,26 @@ def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
         pool.submit(int, priority=0).result(TIMEOUT)
         assert len(yields) == 3
         pool._admission.check_invariants()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_whether_a_jump_opens_a_window_follows_the_gil_as_it_is_at_that_jump(
+    kind: str, gate: Gate, yields: list[None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A free-threaded build can turn its GIL on after import (an extension that does not
+    declare free-threading support): the window opens exactly while a GIL is there."""
+    gil = [False]
+    monkeypatch.setattr(_lock, "_is_gil_enabled", lambda: gil[0])
+    with held(kind, gate) as pool:
+        state = internals(pool)
+        pool.submit(int, priority=0)
+        pool.submit(int, priority=10)
+        assert not state.jumped(), "no GIL: nothing to yield, no window"
+        assert not yields
+        gil[0] = True
+        pool.submit(int, priority=20)
+        assert state.jumped(), "the GIL came back: a jump opens a window"
+        assert len(yields) == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -199,6 +199,9 @@ class HookedLock:
         self._lock.release()
         self.after_release()
 
+    def locked(self) -> bool:  # threading.Condition reads it from 3.14 on
+        return self._lock.locked()
+
     def __enter__(self) -> bool:
         return self.acquire()
 

@@ -13,7 +13,7 @@ callbacks (:func:`settle_quietly`) and leaves them to a callback thread.
 The pool's hook, every future's first done-callback, is appended to the list of a future not
 yet handed out (:func:`add_first_callback`), without the Condition ``add_done_callback`` takes.
 
-What it relies on, unchanged from Python 3.9 to 3.14: ``Future._condition`` (the future's
+What it relies on, unchanged from Python 3.10 to 3.15: ``Future._condition`` (the future's
 Condition), ``Future._state`` (the strings of ``concurrent.futures._base``),
 ``Future._result``, ``Future._exception``, ``Future._waiters`` (a list of the waiters of
 ``wait()`` and ``as_completed()``, with ``add_result`` and ``add_exception``),

@@ -45,8 +45,7 @@ import time
 from time import monotonic  # looked up at each call: tests replace it
 from typing import Any
 
-#: Whether this interpreter runs with a GIL (free-threaded builds can run without).
-GIL_ENABLED: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+_is_gil_enabled = getattr(sys, "_is_gil_enabled", None)  # 3.13+
 
 #: How many times a thread yields the GIL and retries a contended lock before blocking on it.
 LOCK_SPINS = 16
@@ -67,9 +66,18 @@ def acquire_politely(lock: Any) -> None:
     lock.acquire()
 
 
+def gil_enabled() -> bool:
+    """Whether this interpreter runs with a GIL now (a free-threaded build can run without).
+
+    Read where it is used, not once at import: on a free-threaded build, importing an extension
+    that does not declare free-threading support turns the GIL on for the rest of the process.
+    """
+    return _is_gil_enabled is None or _is_gil_enabled()
+
+
 def jump_window() -> float:
     """When a jump window opened now closes, on the monotonic clock; 0.0 without a GIL."""
-    return monotonic() + sys.getswitchinterval() if GIL_ENABLED else 0.0
+    return monotonic() + sys.getswitchinterval() if gil_enabled() else 0.0
 
 
 def yield_in_window(closes: float) -> None:

@@ -2,9 +2,9 @@
 
 The standard semantics: without ``buffersize`` every call is submitted before ``map`` returns;
 results come in input order; ``timeout`` counts from the call to ``map``; on an error, a
-timeout or an early ``close()`` of the iterator, every call not yet yielded is cancelled (3.10
-behaviour, also on 3.9). With ``buffersize`` at most that many calls are queued or running
-ahead of the consumer, and the iterator holds only a weak reference to the executor.
+timeout or an early ``close()`` of the iterator, every call not yet yielded is cancelled.
+With ``buffersize`` at most that many calls are queued or running ahead of the consumer, and
+the iterator holds only a weak reference to the executor.
 """
 
 from __future__ import annotations
