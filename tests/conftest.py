@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 #: Every blocking wait in the tests uses this, so a bug fails a test instead of hanging it.
 TIMEOUT = 10.0
@@ -19,8 +21,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="K/N",
         default=None,
         help="run the K-th of N shares (1 <= K <= N) of the selected tests: every N-th test"
-        " in collection order from the K-th on. .ci/run spreads the slow suite over the"
-        " middle Pythons so, whose shares together are the whole suite",
+        " in collection order from the K-th on, and every test marked whole_on_every_python."
+        " .ci/run spreads the slow suite over the middle Pythons so, whose shares together"
+        " are the whole suite",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "whole_on_every_python: never split into --share: what it checks differs by Python"
+        " (CPython's own pool tests, which each version ships)",
     )
 
 
@@ -30,8 +41,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if share is None:
         return
     k, n = parse_share(share)
-    config.hook.pytest_deselected(items=[t for i, t in enumerate(items) if i % n != k - 1])
-    items[:] = items[k - 1 :: n]
+    kept = take_share(
+        items, k, n, whole=lambda t: t.get_closest_marker("whole_on_every_python") is not None
+    )
+    config.hook.pytest_deselected(items=[t for t in items if t not in kept])
+    items[:] = kept
+
+
+def take_share(items: list[T], k: int, n: int, whole: Callable[[T], bool]) -> list[T]:
+    """The K-th of N shares of ``items``, in their order: every N-th of those not ``whole``
+    from the K-th on, and every one that is ``whole``."""
+    shared = [t for t in items if not whole(t)]
+    mine = {id(t) for t in shared[k - 1 :: n]}
+    return [t for t in items if whole(t) or id(t) in mine]
 
 
 def parse_share(text: str) -> tuple[int, int]:

@@ -25,7 +25,8 @@ MODULES = ["test_thread_pool", "test_shutdown", "test_wait", "test_as_completed"
 SUBPROCESS_BY_NAME = {"test_hang_gh83386", "test_interpreter_shutdown"}
 SUBPROCESS_BY_NAME.add("test_submit_after_interpreter_shutdown")
 
-pytestmark = pytest.mark.slow
+# Each Python ships its own version of these tests: every Python in CI runs them whole.
+pytestmark = [pytest.mark.slow, pytest.mark.whole_on_every_python]
 
 
 @pytest.fixture
