@@ -19,6 +19,7 @@ from typing import Callable, Optional
 from ._control import AdmissionControl
 from ._dispatch import DelegateRunner
 from ._front import PriorityFront
+from ._options import PoolView
 from ._policy import WhenFull, check_flag, check_limit, describe
 from ._rates import RateLimit
 
@@ -87,6 +88,23 @@ def hands_over_inline(executor: object) -> bool:
     the threads that would be calling it.
     """
     return type(executor) is futures.ThreadPoolExecutor
+
+
+def marks_own_tasks(executor: object) -> bool:
+    """True if ``executor`` runs tasks on threads of this interpreter, which a front can mark.
+
+    A thread pool, the standard one or ours (a subclass, a view of one), or a front over
+    one; not an interpreter pool, nor an executor the front cannot tell, whose tasks may go
+    to another process, where a marked callable would have to be pickled.
+    """
+    while True:
+        if isinstance(executor, PriorityExecutor):
+            executor = executor.executor
+        elif isinstance(executor, PoolView):
+            executor = executor._pool
+        else:
+            break
+    return isinstance(executor, futures.ThreadPoolExecutor) and runs_elsewhere(executor) is None
 
 
 # mypy compares PriorityFront.submit, with its keywords, with Executor.submit.
@@ -175,6 +193,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
                 close_delegate=close,
                 inline=hands_over_inline(executor),
                 workers=delegate_workers(executor),
+                marks=marks_own_tasks(executor),
             ),
         )
 
