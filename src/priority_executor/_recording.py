@@ -10,7 +10,9 @@ A task's priority class is the priority it was last given (at submit or by
 ``set_priority``; ageing does not change it), as a plain number: ``Priority.HIGH`` and ``10``
 are one class. The first ``MAX_CLASSES`` distinct priorities get a class each; tasks of any
 other priority are recorded together under ``OTHER``, so a scheduler fed arbitrary float
-priorities keeps a bounded state.
+priorities keeps a bounded state. A priority gets its class when a task of it is first
+counted, or when ``statistics()`` first reports it queued (best first): it keeps it for good,
+so every per-priority series of the exporters has at most ``MAX_CLASSES + 1`` keys.
 
 Per class, ``outcomes`` counts ``completed``, ``failed``, ``cancelled`` (by the user, by
 ``shutdown(cancel_futures=True)``, by a broken pool, or by eviction), ``evicted`` (the part
@@ -24,7 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from ._distribution import BATCH, Distribution, Histogram
 from ._policy import Number
@@ -74,6 +76,20 @@ class Tally:
                 return self.other
             figures = self.classes[priority] = ClassFigures(key)
         return figures
+
+    def classify(self, priorities: Iterable[Number]) -> None:
+        """Give each of ``priorities`` a class, in order, while fewer than MAX_CLASSES exist.
+
+        ``statistics()`` calls it with the queued priorities, best first: after it, every
+        priority reported queued has the class it keeps for good (its own, or OTHER once
+        the classes are all given), so the queued tasks counted by class
+        (:func:`count_by_class`) never make more than MAX_CLASSES + 1 series.
+        """
+        classes = self.classes
+        for priority in priorities:
+            if len(classes) >= MAX_CLASSES:
+                return
+            self.of(priority)
 
     def class_of(self, priority: Number) -> PriorityClass:
         """The key under which tasks of ``priority`` are (or will be) recorded.
@@ -167,6 +183,22 @@ class Tally:
             assert c.outcomes["evicted"] <= c.outcomes["cancelled"], "evicted, not cancelled"
             assert c.wait.count == c.run.count, "a wait without its run, or the reverse"
         assert len(self.classes) <= MAX_CLASSES, "more classes than MAX_CLASSES"
+
+
+def count_by_class(
+    counts: Mapping[Number, int], class_of: Callable[[Number], PriorityClass]
+) -> dict[PriorityClass, int]:
+    """``counts`` by priority (``statistics().queued_by_priority``) summed by priority class.
+
+    The exporters' queued gauge: ``class_of`` is the pool's ``Tally.class_of``, and the
+    snapshot gave every queued priority its class (:meth:`Tally.classify`), so there are at
+    most MAX_CLASSES + 1 keys, the same for every snapshot.
+    """
+    by_class: dict[PriorityClass, int] = {}
+    for priority, count in counts.items():
+        key = class_of(priority)
+        by_class[key] = by_class.get(key, 0) + count  # several priorities may be OTHER
+    return by_class
 
 
 def plain_priority(priority: Number) -> PriorityClass:

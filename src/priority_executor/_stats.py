@@ -50,9 +50,9 @@ class ExecutorStatistics:
     ``outcomes[p]`` counts how their tasks ended (``completed``, ``failed``, ``cancelled``,
     ``evicted``, a part of ``cancelled``, ``expired``, ``taken`` and ``rejected``). ``p``
     is the priority a task was last given, as a plain number; the first 16 distinct ones
-    have a class each, the rest share the class ``"other"``. A class with nothing recorded
-    is absent. ``listener_errors`` counts the calls of listeners (``add_listener``) that
-    raised.
+    (counted, or reported queued here, best first) have a class each, the rest share the
+    class ``"other"``. A class with nothing recorded is absent. ``listener_errors`` counts
+    the calls of listeners (``add_listener``) that raised.
     """
 
     queued: int
