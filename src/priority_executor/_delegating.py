@@ -21,7 +21,7 @@ from ._dispatch import DelegateRunner
 from ._front import PriorityFront
 from ._options import PoolView
 from ._policy import WhenFull, check_flag, check_limit, describe
-from ._rates import RateLimit
+from ._rates import RateLimitLike
 
 #: Tasks handed to a pool of other processes or interpreters per worker, by default: one
 #: running and one waiting in the pool, so that a worker that ends a task finds the next
@@ -155,9 +155,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
         shutdown_executor: bool = True,
-        rate_limit: Optional[RateLimit] = None,
+        rate_limit: Optional[RateLimitLike] = None,
         key_limit: Optional[int] = None,
-        key_rate_limit: Optional[RateLimit] = None,
+        key_rate_limit: Optional[RateLimitLike] = None,
         copy_context: bool = False,
     ) -> None:
         if not callable(getattr(executor, "submit", None)):

@@ -30,7 +30,7 @@ from ._policy import (
     describe,
 )
 from ._queue import Gate
-from ._rates import RateLimit
+from ._rates import RateLimit, RateLimitLike
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
@@ -204,7 +204,7 @@ class PriorityFront:
         return self._admission.limits.rate_limit
 
     @rate_limit.setter
-    def rate_limit(self, value: Optional[RateLimit]) -> None:
+    def rate_limit(self, value: Optional[RateLimitLike]) -> None:
         self._admission.set_rate_limit(value)
 
     @property
@@ -228,7 +228,7 @@ class PriorityFront:
         return self._admission.limits.key_rate_limit
 
     @key_rate_limit.setter
-    def key_rate_limit(self, value: Optional[RateLimit]) -> None:
+    def key_rate_limit(self, value: Optional[RateLimitLike]) -> None:
         self._admission.set_key_rate_limit(value)
 
     def _resize(self, name: str, value: object) -> None:

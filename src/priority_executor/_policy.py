@@ -141,6 +141,31 @@ def check_limit(name: str, value: object, optional: bool = True) -> Optional[int
     return int(value)
 
 
+def check_max_workers(value: object) -> int:
+    """Return ``max_workers`` as the standard pool takes it: any number above 0, rounded up.
+
+    The standard pool refuses only ``max_workers <= 0``, and starts threads while it has
+    fewer than ``max_workers``: given 2.5, it starts up to 3. So the constructor and the
+    ``max_workers`` setter take any number above 0 and round it up. Infinity and NaN, with
+    which the standard pool would start a thread for every waiting task or none at all,
+    are refused.
+
+    Raises:
+        ValueError: ``value`` is not greater than 0 (the standard pool's message), or is
+            infinite or NaN.
+        TypeError: ``value`` cannot be compared with 0 (the standard pool's error).
+    """
+    if value <= 0:  # type: ignore[operator]  # the standard pool's check, and its TypeError
+        raise ValueError("max_workers must be greater than 0")
+    if type(value) is int:
+        return value
+    try:
+        rounded: int = math.ceil(value)  # type: ignore[call-overload]  # TypeError if no number
+    except (OverflowError, ValueError):
+        raise ValueError(f"max_workers must be a finite number, got {describe(value)}") from None
+    return rounded
+
+
 def check_key(key: object) -> Hashable:
     """Return a view's ``key`` if it is hashable (None: no key)."""
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import deque
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 from ._policy import describe, is_due, to_float
 
@@ -26,6 +26,11 @@ class RateLimit(NamedTuple):
 
     starts: int
     per: float
+
+
+#: What a ``rate_limit`` or ``key_rate_limit`` argument may be: a :class:`RateLimit`, or the
+#: plain ``(starts, per)`` pair it is made from (None, beside it, for no limit).
+RateLimitLike = Union[RateLimit, tuple[int, float]]
 
 
 def check_rate_limit(name: str, value: object) -> Optional[RateLimit]:
