@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import (
@@ -40,7 +41,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityExecutor, PriorityThreadPoolExecutor, QueueFullError
 from priority_executor._callbacks import MAX_THREADS
-from priority_executor._delegating import marks_own_tasks
+from priority_executor._delegating import DASK_MERGES, marks_own_tasks
 from support import (
     EXITING,
     FORKED_MESSAGE,
@@ -652,6 +653,34 @@ def test_the_interpreter_exits_after_a_task_shut_its_front_down() -> None:
         """
     )
     assert_clean_exit(result, [JOIN_FROM_OWN_THREAD, "stopped"])
+
+
+class ClientExecutor(ThreadPoolExecutor):
+    """Stands for Dask's ``client.get_executor(**options)``: its module and its options."""
+
+    __module__ = "distributed.cfexecutor"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(1)
+        self._kwargs = options
+
+
+@pytest.mark.parametrize(
+    ("options", "warned"),
+    [({}, True), ({"pure": False}, False), ({"pure": True}, False), ({"retries": 2}, True)],
+    ids=["default", "pure-False", "pure-True", "retries"],
+)
+def test_a_dask_executor_that_merges_identical_calls_is_warned_of_naming_the_fix(
+    options: dict[str, Any], warned: bool
+) -> None:
+    executor = ClientExecutor(**options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        front = PriorityExecutor(executor, max_running=1)
+    front.shutdown()
+    assert [(w.category, str(w.message), w.filename) for w in caught] == (
+        [(UserWarning, DASK_MERGES, __file__)] if warned else []
+    )
 
 
 class Finished(Executor):

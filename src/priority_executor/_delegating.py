@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Set as AbstractSet
 from concurrent import futures
 from concurrent.futures import BrokenExecutor, Executor
@@ -90,6 +91,28 @@ def hands_over_inline(executor: object) -> bool:
     return type(executor) is futures.ThreadPoolExecutor
 
 
+#: What ``PriorityExecutor`` warns of when made over a Dask executor that merges calls.
+DASK_MERGES = (
+    "executor is a Dask executor made without pure=False: identical calls (the same function"
+    " and arguments) run once and all get that one result; make it with"
+    " client.get_executor(pure=False), or pure=True if that is meant"
+)
+
+
+def merges_identical_calls(executor: object) -> bool:
+    """True for a Dask executor left with Dask's default ``pure=True``.
+
+    Dask then names a task by its function and arguments, so that identical calls are one
+    task: the front would count each as run, of which one ran. An executor given ``pure``
+    explicitly, either way, was made knowingly; one whose options the front cannot read
+    (another version of ``distributed``) is given the benefit of the doubt.
+    """
+    if type(executor).__module__.split(".")[0] != "distributed":
+        return False
+    options = getattr(executor, "_kwargs", None)
+    return isinstance(options, dict) and "pure" not in options
+
+
 def marks_own_tasks(executor: object) -> bool:
     """True if ``executor`` runs tasks on threads of this interpreter, which a front can mark.
 
@@ -120,7 +143,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
 
     Args:
         executor: any :class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor``, an
-            ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``.
+            ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``. A Dask
+            executor made without ``pure`` merges identical calls (the same function and
+            arguments run once): the front warns (``UserWarning``), naming the fix.
         max_running: the most tasks handed over and not yet finished. By default the
             executor's ``_max_workers`` for a thread pool, twice that for a process or
             interpreter pool (so that a worker finds its next task waiting); required for
@@ -173,6 +198,8 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
                 f"copy_context=True needs an executor that runs tasks in this interpreter:"
                 f" {elsewhere}, where a contextvars.Context cannot go"
             )
+        if merges_identical_calls(executor):
+            warnings.warn(DASK_MERGES, UserWarning, stacklevel=2)
         self._executor = executor
         self._thread_name_prefix = f"PriorityExecutor-{self._counter()}"
         self._admission: AdmissionControl[DelegateRunner] = AdmissionControl.for_front(
