@@ -16,13 +16,19 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
-from priority_executor import PriorityThreadPoolExecutor
-from support import exact, internals
+from priority_executor import (
+    AsyncPriorityScheduler,
+    PriorityExecutor,
+    PriorityThreadPoolExecutor,
+    RateLimit,
+)
+from support import HUGE, exact, internals, make_pool
 
 
 def echo(value: Any = "ok") -> Any:
@@ -594,6 +600,110 @@ def test_join_refuses_a_bad_timeout(timeout: object, error: type[Exception], mes
             pool.join(timeout=bad(timeout))
         assert pool.join(timeout=TIMEOUT) is True
         assert_pool_works(pool)
+
+
+# -- numbers beyond float range ------------------------------------------------------------
+
+#: An int beyond float range (``float(HUGE)`` overflows), as it is told in messages.
+HUGE_SHOWN = "an int of 1329 bits"
+
+
+def owner_calls() -> list[tuple[str, Callable[[], object], str]]:
+    """Every argument a pool turns into a float, given HUGE: (id, call, message)."""
+
+    def threads(**kwargs: Any) -> Callable[[], object]:
+        return lambda: PriorityThreadPoolExecutor(1, **kwargs)
+
+    def front(**kwargs: Any) -> Callable[[], object]:
+        return lambda: PriorityExecutor(ThreadPoolExecutor(1), **kwargs)
+
+    def scheduler(**kwargs: Any) -> Callable[[], object]:
+        return lambda: AsyncPriorityScheduler(1, **kwargs)
+
+    def set_limit(name: str) -> Callable[[], object]:
+        def call() -> None:
+            with PriorityThreadPoolExecutor(1) as pool:
+                setattr(pool, name, (1, HUGE))
+
+        return call
+
+    def on_pool(call: Callable[[PriorityThreadPoolExecutor], object]) -> Callable[[], object]:
+        def run() -> None:
+            with PriorityThreadPoolExecutor(1) as pool:
+                call(pool)
+
+        return run
+
+    per = f"per must fit in a float, got {HUGE_SHOWN}"
+    cases = []
+    for owner, make in (("threads", threads), ("front", front), ("async", scheduler)):
+        cases += [
+            (f"{owner}-rate_limit", make(rate_limit=(1, HUGE)), f"rate_limit {per}"),
+            (f"{owner}-key_rate_limit", make(key_rate_limit=(1, HUGE)), f"key_rate_limit {per}"),
+            (f"{owner}-ageing", make(ageing=HUGE), f"ageing must fit in a float, got {HUGE_SHOWN}"),
+        ]
+    return [
+        *cases,
+        ("RateLimit", threads(rate_limit=RateLimit(1, HUGE)), f"rate_limit {per}"),
+        ("set-rate_limit", set_limit("rate_limit"), f"rate_limit {per}"),
+        ("set-key_rate_limit", set_limit("key_rate_limit"), f"key_rate_limit {per}"),
+        (
+            "idle_timeout",
+            threads(idle_timeout=HUGE),
+            f"idle_timeout must fit in a float, got {HUGE_SHOWN}",
+        ),
+        (
+            "idle_timeout-negative",
+            threads(idle_timeout=-HUGE),
+            "idle_timeout must be a positive number or None, got a negative int of 1329 bits",
+        ),
+        (
+            "run_timeout",
+            scheduler(run_timeout=HUGE),
+            f"run_timeout must fit in a float, got {HUGE_SHOWN}",
+        ),
+        (
+            "view-run_timeout",
+            lambda: AsyncPriorityScheduler(1).options(run_timeout=HUGE),
+            f"run_timeout must fit in a float, got {HUGE_SHOWN}",
+        ),
+        (
+            "priority-Fraction",
+            on_pool(lambda pool: pool.submit(echo, priority=bad(Fraction(HUGE)))),
+            "priority must fit in a float, got a Fraction beyond float range",
+        ),
+        (
+            "max_queued-far-beyond-repr",
+            threads(max_queued=-(10**5000)),
+            "max_queued must be a positive integer or None, got a negative int of 16610 bits",
+        ),
+    ]
+
+
+OWNER_CALLS = owner_calls()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"), [c[1:] for c in OWNER_CALLS], ids=[c[0] for c in OWNER_CALLS]
+)
+def test_a_number_beyond_float_range_is_refused_with_a_sentence(
+    call: Callable[[], object], message: str
+) -> None:
+    # Where infinity is refused (a rate window, ageing, an idle or run timeout), so is a
+    # number that would be infinite as a float: refused with the house sentence.
+    before = set(threading.enumerate())
+    with pytest.raises(ValueError, match=exact(message)):
+        call()
+    assert set(threading.enumerate()) <= before, "a refused call started a thread"
+
+
+@pytest.mark.parametrize("kind", ["threads", "front"])
+def test_a_wait_beyond_float_range_means_no_deadline(kind: str) -> None:
+    # Where infinity means "no deadline" (a queue timeout, join's timeout), so does HUGE.
+    with make_pool(kind, 1) as pool:
+        assert pool.submit(echo, "patient", timeout=HUGE).result(TIMEOUT) == "patient"
+        assert pool.join(timeout=HUGE) is True
+        assert pool.options(timeout=HUGE).timeout is None
 
 
 # -- values that validation accepts but the pool cannot honour -------------------------------

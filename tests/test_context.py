@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Union
@@ -245,7 +246,8 @@ class TestCopyContextOnAFront:
             interpreters.shutdown()
 
     def test_off_the_front_passes_tasks_as_submitted(self) -> None:
-        """Without the option the delegate gets the task itself, not a context wrapper."""
+        """Without the option the delegate gets the task itself, not a context wrapper
+        (over a thread pool, in the wrapper that marks its thread as the front's own)."""
         seen: list[Any] = []
 
         class Recording(ThreadPoolExecutor):
@@ -255,4 +257,5 @@ class TestCopyContextOnAFront:
 
         with PriorityExecutor(Recording(1)) as front:
             assert front.submit(read_request).result(TIMEOUT) == "none"
-        assert seen == [read_request]
+        assert [inspect.unwrap(fn) for fn in seen] == [read_request]
+        assert [type(fn).__name__ for fn in seen] == ["OwnTask"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, wait
 from typing import Any, Callable
@@ -19,7 +20,8 @@ import pytest
 
 from conftest import TIMEOUT, FakeClock
 from priority_executor import PriorityExecutor
-from support import assert_done_promptly, wait_until
+from priority_executor._delegating import DASK_MERGES
+from support import assert_done_promptly, exact, wait_until
 
 distributed = pytest.importorskip(
     "distributed", reason="distributed is not installed (pip install -e '.[dask]')"
@@ -121,13 +123,25 @@ def test_tasks_are_handed_over_best_first_then_in_submission_order(client: Any) 
 
 
 def test_pure_false_runs_identical_calls_each_time(client: Any) -> None:
-    # Dask's default names a task by its function and arguments: two identical calls are one.
-    with PriorityExecutor(client.get_executor(), max_running=2) as deduplicated:
-        first, second = deduplicated.submit(fresh), deduplicated.submit(fresh)
-        assert first.result(TIMEOUT) == second.result(TIMEOUT)
+    # Dask's default names a task by its function and arguments: identical calls are one.
+    with pytest.warns(UserWarning, match=exact(DASK_MERGES)):
+        deduplicated = PriorityExecutor(client.get_executor(), max_running=2)
+    with deduplicated:
+        calls = [deduplicated.submit(fresh) for _ in range(4)]
+        assert len({call.result(TIMEOUT) for call in calls}) == 1
     with recipe(client) as front:
-        first, second = front.submit(fresh), front.submit(fresh)
-        assert first.result(TIMEOUT) != second.result(TIMEOUT)
+        calls = [front.submit(fresh) for _ in range(4)]
+        assert len({call.result(TIMEOUT) for call in calls}) == 4
+
+
+@pytest.mark.parametrize("pure", [False, True, None])
+def test_a_dask_executor_given_pure_either_way_makes_no_warning(client: Any, pure: Any) -> None:
+    # pure=True: the merge is meant (calls that are truly pure); None is Dask's "not pure".
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        front = PriorityExecutor(client.get_executor(pure=pure), max_running=2)
+    with front:
+        assert front.submit(str, 1).result(TIMEOUT) == "1"
 
 
 def test_a_queued_task_cancels_or_expires_and_is_never_handed_over(

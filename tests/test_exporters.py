@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -99,6 +100,61 @@ def test_a_prometheus_scrape_reports_waits_durations_backlog_and_outcomes(
         if name == "executor_queue_wait_seconds_bucket"
     }
     assert bounds == {*EXPORT_BOUNDS, float("inf")}
+
+
+#: Distinct priorities queued by the tests of the queued gauge's series.
+MANY = 2000
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("recorded", [0, 10])
+def test_a_prometheus_scrape_of_many_queued_priorities_reports_at_most_sixteen_classes_and_other(
+    kind: str, recorded: int
+) -> None:
+    """From the first scrape, whatever ran before: the best queued priorities get the free
+    classes, the rest are summed under "other", and every series keeps its label."""
+    prometheus_client = pytest.importorskip(
+        "prometheus_client", reason="prometheus_client is not installed (the prometheus extra)"
+    )
+    from priority_executor._recording import MAX_CLASSES, OTHER
+    from priority_executor.prometheus import PoolCollector
+
+    registry = prometheus_client.CollectorRegistry()
+    pool = make_pool(kind, 1)
+    try:
+        registry.register(PoolCollector(pool, name="many"))
+        for priority in range(-recorded, 0):  # classes given by tasks that ran
+            pool.submit(str, priority=priority).result(TIMEOUT)
+        assert pool.join(TIMEOUT)
+        pool.pause()
+        for priority in range(MANY):
+            pool.submit(str, priority=priority)
+        pool.submit(str, priority=-1)  # a recorded class, queued too
+
+        def queued() -> dict[str, float]:
+            return {
+                dict(labels)["priority"]: value
+                for (name, labels), value in scrape(registry).items()
+                if name == "executor_queued"
+            }
+
+        best = {str(p): 1 for p in range(MANY - 1, MANY - 1 - (MAX_CLASSES - recorded), -1)}
+        recorded_queued = {"-1": 1} if recorded else {}
+        expected = {**best, **recorded_queued, OTHER: MANY - len(best) + (0 if recorded else 1)}
+        assert queued() == expected
+        assert sum(expected.values()) == MANY + 1
+        assert len(expected) <= MAX_CLASSES + 1
+        pool.resume()
+        assert pool.join(TIMEOUT)
+        # The tasks that ran are recorded under the classes their queued series had.
+        outcomes = {str(key) for key in pool.statistics().outcomes}
+        assert outcomes == {str(p) for p in range(-recorded, 0)} | set(best) | {OTHER}
+        pool.pause()
+        pool.submit(str, priority=MANY - 1)
+        pool.submit(str, priority=MANY + 5)
+        assert queued() == {str(MANY - 1): 1, OTHER: 1}
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def test_one_prometheus_collector_reports_several_pools_and_forgets_dropped_ones() -> None:
@@ -204,17 +260,43 @@ def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_opentelemetry_reports_many_queued_priorities_in_sixteen_classes_and_other_at_once(
+    kind: str, otel: tuple[Any, Any]
+) -> None:
+    from priority_executor._recording import MAX_CLASSES, OTHER
+
+    reader, provider = otel
+    with instrumented(kind, provider) as pool:
+        pool.pause()
+        for priority in range(MANY):
+            pool.submit(str, priority=priority)
+        queued = {p.attributes["priority"]: p.value for p in read(reader)["executor.queued"]}
+        best = {str(p): 1 for p in range(MANY - 1, MANY - 1 - MAX_CLASSES, -1)}
+        assert queued == {**best, OTHER: MANY - MAX_CLASSES}
+
+
+@contextmanager
+def instrumented(kind: str, provider: Any) -> Iterator[AnyPool]:
+    """A one-worker pool of ``kind`` instrumented as "many", shut down after (queue cancelled)."""
+    from priority_executor.otel import instrument
+
+    pool = make_pool(kind, 1)
+    try:
+        instrument(pool, name="many", meter_provider=provider)
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorities(
     kind: str, otel: tuple[Any, Any]
 ) -> None:
     """Arbitrary priorities cannot grow a histogram's series: past MAX_CLASSES, "other"."""
     from priority_executor._recording import MAX_CLASSES, OTHER
-    from priority_executor.otel import instrument
 
     reader, provider = otel
-    pool = make_pool(kind, 1)
-    try:
-        instrument(pool, name="many", meter_provider=provider)
+    with instrumented(kind, provider) as pool:
         for priority in range(MAX_CLASSES + 4):
             pool.submit(str, priority=priority).result(TIMEOUT)
         assert pool.join(TIMEOUT)
@@ -231,5 +313,3 @@ def test_opentelemetry_histograms_keep_statistics_classes_beyond_sixteen_priorit
             pool.submit(str, priority=priority)
         queued = {p.attributes["priority"]: p.value for p in read(reader)["executor.queued"]}
         assert queued == {**first, OTHER: 4}
-    finally:
-        pool.shutdown()

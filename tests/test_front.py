@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import (
@@ -40,6 +41,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import PriorityExecutor, PriorityThreadPoolExecutor, QueueFullError
 from priority_executor._callbacks import MAX_THREADS
+from priority_executor._delegating import DASK_MERGES, marks_own_tasks
 from support import (
     EXITING,
     FORKED_MESSAGE,
@@ -507,6 +509,178 @@ def test_a_blocking_submit_from_the_executors_thread_raises_queue_full(gate: Gat
     finally:
         gate.open()
         front.shutdown()
+
+
+JOIN_FROM_OWN_THREAD = "cannot join() from one of the pool's own threads: it would wait for itself"
+
+#: Executors whose threads run a front's tasks in this interpreter, by how they are made.
+THREAD_DELEGATES = ["thread pool", "priority pool", "view", "front"]
+
+
+@contextmanager
+def front_over(delegate: str, **options: Any) -> Iterator[PriorityExecutor]:
+    """A front over a two-thread executor of the kind named, shut down (all of it) after."""
+    pool = PriorityThreadPoolExecutor(2)
+    makers: dict[str, Callable[[], Executor]] = {
+        "thread pool": lambda: ThreadPoolExecutor(2),
+        "priority pool": lambda: pool,
+        "view": lambda: pool.options(priority=1),
+        "front": lambda: PriorityExecutor(ThreadPoolExecutor(2)),
+    }
+    wrapped = makers[delegate]()
+    front = PriorityExecutor(wrapped, max_running=2, **options)
+    try:
+        yield front
+    finally:
+        front.shutdown()
+        pool.shutdown()
+
+
+def refusal(call: Callable[[], object]) -> str:
+    """What ``call()`` raised, as ``"Type: message"``; ``"returned"`` if it did not raise."""
+    try:
+        call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "returned"
+
+
+@pytest.mark.parametrize("copy_context", [False, True])
+@pytest.mark.parametrize("delegate", THREAD_DELEGATES)
+def test_a_task_that_joins_its_own_front_is_refused(delegate: str, copy_context: bool) -> None:
+    with front_over(delegate, copy_context=copy_context) as front:
+        for timeout in (0, TIMEOUT, None):  # 0 first: a front that waited fails at once
+            joined = front.submit(refusal, functools.partial(front.join, timeout))
+            assert joined.result(TIMEOUT) == f"RuntimeError: {JOIN_FROM_OWN_THREAD}"
+        assert front.join(TIMEOUT)
+
+
+@pytest.mark.parametrize("delegate", THREAD_DELEGATES)
+def test_a_task_that_shuts_its_own_front_down_does_not_wait_for_itself(
+    delegate: str, gate: Gate
+) -> None:
+    with front_over(delegate) as front:
+        front.pause()
+        stopper = front.submit(front.shutdown, wait=True)
+        later = front.submit(gate, priority=-1)  # queued before the shutdown: it still runs
+        front.resume()
+        assert stopper.result(TIMEOUT) is None
+        with pytest.raises(RuntimeError, match=exact(SHUTDOWN_MESSAGE)):
+            front.submit(str, "refused")
+        gate.open()
+        assert later.result(TIMEOUT) == "gate"
+
+
+def test_a_blocking_submit_from_a_task_of_the_front_raises_queue_full(gate: Gate) -> None:
+    # A task waiting for room holds a slot that the queued tasks need to make it.
+    started, full = threading.Event(), threading.Event()
+
+    def submitter() -> str:
+        started.set()
+        assert full.wait(TIMEOUT)
+        return refusal(lambda: front.submit(str, "no room"))
+
+    with front_over("thread pool", max_queued=1) as front:
+        front.submit(gate)
+        gate.wait_started()
+        submitted = front.submit(submitter)
+        assert started.wait(TIMEOUT)
+        front.submit(str, "fills the queue")  # both slots are busy: it stays queued
+        full.set()
+        assert submitted.result(TIMEOUT) == (
+            "QueueFullError: cannot wait for room from one of the pool's own threads:"
+            " max_queued=1 tasks wait"
+        )
+        gate.open()
+
+
+def test_a_thread_is_the_fronts_own_only_while_it_runs_one_of_its_tasks() -> None:
+    # One worker runs, in turn, a task of the front, a task given to the executor directly,
+    # and a task of another front over it: only the first may not wait for the front.
+    delegate = ThreadPoolExecutor(1)
+    front = PriorityExecutor(delegate, shutdown_executor=False)
+    other = PriorityExecutor(delegate, shutdown_executor=False)
+    try:
+        own = front.submit(refusal, lambda: front.join(0))
+        assert own.result(TIMEOUT) == f"RuntimeError: {JOIN_FROM_OWN_THREAD}"
+        assert delegate.submit(refusal, lambda: front.join(TIMEOUT)).result(TIMEOUT) == "returned"
+        assert front.join(TIMEOUT)
+        assert other.submit(front.join, TIMEOUT).result(TIMEOUT) is True
+        nested = other.submit(refusal, lambda: other.join(0))  # its own front, still refused
+        assert nested.result(TIMEOUT) == f"RuntimeError: {JOIN_FROM_OWN_THREAD}"
+    finally:
+        front.shutdown()
+        other.shutdown()
+        delegate.shutdown()
+
+
+def test_a_joiner_elsewhere_waits_while_a_task_is_refused(gate: Gate) -> None:
+    with front_over("thread pool") as front:
+        task = front.submit(lambda: (gate(), refusal(lambda: front.join(TIMEOUT)))[1])
+        gate.wait_started()
+        joiner = in_thread(lambda: front.join(TIMEOUT))
+        wait_until(lambda: internals(front).joiners() == 1, "the joiner waits")
+        gate.open()
+        assert task.result(TIMEOUT) == f"RuntimeError: {JOIN_FROM_OWN_THREAD}"
+        assert joiner.result() is True
+
+
+def test_a_process_pools_tasks_are_handed_over_unmarked() -> None:
+    processes = ProcessPoolExecutor(1)
+    try:
+        assert not marks_own_tasks(processes)
+        assert not marks_own_tasks(PriorityExecutor(processes, shutdown_executor=False))
+    finally:
+        processes.shutdown()
+    assert marks_own_tasks(ThreadPoolExecutor(1))
+
+
+def test_the_interpreter_exits_after_a_task_shut_its_front_down() -> None:
+    result = run_script(
+        """
+        from concurrent.futures import ThreadPoolExecutor
+        from priority_executor import PriorityExecutor
+
+        front = PriorityExecutor(ThreadPoolExecutor(2))
+        def stop():
+            try:
+                front.join()
+            except RuntimeError as exc:
+                print(exc)
+            front.shutdown(wait=True)
+            return "stopped"
+        print(front.submit(stop).result(TIMEOUT))
+        """
+    )
+    assert_clean_exit(result, [JOIN_FROM_OWN_THREAD, "stopped"])
+
+
+class ClientExecutor(ThreadPoolExecutor):
+    """Stands for Dask's ``client.get_executor(**options)``: its module and its options."""
+
+    __module__ = "distributed.cfexecutor"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(1)
+        self._kwargs = options
+
+
+@pytest.mark.parametrize(
+    ("options", "warned"),
+    [({}, True), ({"pure": False}, False), ({"pure": True}, False), ({"retries": 2}, True)],
+    ids=["default", "pure-False", "pure-True", "retries"],
+)
+def test_a_dask_executor_that_merges_identical_calls_is_warned_of_naming_the_fix(
+    options: dict[str, Any], warned: bool
+) -> None:
+    executor = ClientExecutor(**options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        front = PriorityExecutor(executor, max_running=1)
+    front.shutdown()
+    assert [(w.category, str(w.message), w.filename) for w in caught] == (
+        [(UserWarning, DASK_MERGES, __file__)] if warned else []
+    )
 
 
 class Finished(Executor):

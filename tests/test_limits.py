@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, Optional
 
 import pytest
@@ -26,6 +28,7 @@ from priority_executor import (
     RateLimit,
     _keyed,
 )
+from priority_executor._executor import _default_max_workers
 from priority_executor._keyed import KeyedQueue
 from priority_executor._queue import Entry
 from support import (
@@ -651,22 +654,92 @@ def test_bad_limits_are_refused_with_exact_messages(
 @pytest.mark.parametrize(
     ("value", "error", "message"),
     [
-        (0, ValueError, "max_workers must be a positive integer, got 0 (int)"),
-        (None, TypeError, "max_workers must be a positive integer, got None (NoneType)"),
-        (2.0, TypeError, "max_workers must be a positive integer, got 2.0 (float)"),
+        (0, ValueError, "max_running must be a positive integer, got 0 (int)"),
+        (None, TypeError, "max_running must be a positive integer, got None (NoneType)"),
+        (2.0, TypeError, "max_running must be a positive integer, got 2.0 (float)"),
     ],
 )
-def test_bad_max_workers_and_max_running_are_refused(
+def test_a_bad_max_running_is_refused_while_running(
     value: object, error: type[Exception], message: str
 ) -> None:
-    pool = PriorityThreadPoolExecutor(2)
     front = PriorityExecutor(ThreadPoolExecutor(2))
-    with running(pool), running(front):
+    with running(front):
         with pytest.raises(error, match=exact(message)):
-            pool.max_workers = value  # type: ignore[assignment]
-        with pytest.raises(error, match=exact(message.replace("max_workers", "max_running"))):
             front.max_running = value  # type: ignore[assignment]
-        assert (pool.max_workers, front._max_workers) == (2, 2)
+        assert front._max_workers == 2
+
+
+def answer(call: Callable[[], object]) -> object:
+    """What ``call()`` returns, or the type and message of what it raises."""
+    try:
+        return call()
+    except Exception as exc:
+        return (type(exc), str(exc))
+
+
+def constructed(value: object) -> object:
+    pool = PriorityThreadPoolExecutor(value)  # type: ignore[arg-type]
+    try:
+        return pool.max_workers
+    finally:
+        pool.shutdown()
+
+
+def set_later(value: object) -> object:
+    with running(PriorityThreadPoolExecutor(2)) as pool:
+        assert isinstance(pool, PriorityThreadPoolExecutor)
+        pool.max_workers = value  # type: ignore[assignment]
+        return pool.max_workers
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (3, 3),
+        (2.5, 3),  # the standard pool starts threads while it has fewer: 3 of them
+        (2.0, 2),
+        (Decimal("1.2"), 2),
+        (True, 1),
+        (None, _default_max_workers()),
+        (0, (ValueError, "max_workers must be greater than 0")),
+        (-0.5, (ValueError, "max_workers must be greater than 0")),
+        ("2", answer(lambda: ThreadPoolExecutor("2"))),  # type: ignore[call-overload]
+        (math.inf, (ValueError, "max_workers must be a finite number, got inf (float)")),
+        (math.nan, (ValueError, "max_workers must be a finite number, got nan (float)")),
+    ],
+    ids=repr,
+)
+def test_the_constructor_and_the_max_workers_setter_give_the_same_answer(
+    value: object, expected: object
+) -> None:
+    assert answer(lambda: constructed(value)) == expected
+    assert answer(lambda: set_later(value)) == expected
+    if not isinstance(expected, tuple) and value is not None:  # the standard pool takes it
+        ThreadPoolExecutor(value).shutdown()  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("make", [ThreadPoolExecutor, PriorityThreadPoolExecutor])
+def test_a_max_workers_between_integers_starts_the_next_integer_of_threads(
+    make: Callable[[Any], ThreadPoolExecutor],
+) -> None:
+    started, release = threading.Semaphore(0), threading.Event()
+
+    def hold() -> None:
+        started.release()
+        assert release.wait(TIMEOUT)
+
+    pool = make(2.5)
+    try:
+        tasks = [pool.submit(hold) for _ in range(4)]
+        for _ in range(3):
+            assert started.acquire(timeout=TIMEOUT)
+        # Threads start in submit: the three are all there are, and the fourth task waits.
+        assert len(pool._threads) == 3
+        assert [task.running() for task in tasks] == [True, True, True, False]
+    finally:
+        release.set()
+        pool.shutdown()
+    assert all(task.exception() is None for task in tasks)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ executors and their options, the classes must still agree with what ran.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import threading
 from concurrent.futures import Future
@@ -18,8 +19,16 @@ from typing import Any, Optional
 
 import pytest
 
+from aio_support import accounted, drive, returning
 from conftest import TIMEOUT, FakeClock
-from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError
+from priority_executor import (
+    AsyncPriorityScheduler,
+    ExecutorStatistics,
+    Priority,
+    PriorityThreadPoolExecutor,
+    QueueFullError,
+)
+from priority_executor._distribution import EMPTY
 from priority_executor._recording import MAX_CLASSES, OTHER, OUTCOMES
 from support import AGEING, KINDS, make_pool
 
@@ -141,6 +150,67 @@ def test_snapshots_do_not_change_once_taken(clock: FakeClock) -> None:
         before.wait[5] = before.wait[0]  # type: ignore[index]
     with pytest.raises(AttributeError, match="a Distribution is frozen: cannot set 'count'"):
         before.wait[0].count = 7
+
+
+def read_interval(earlier: ExecutorStatistics, later: ExecutorStatistics) -> dict[str, Any]:
+    """The README's interval pattern for HIGH, and what a class with no record reads as."""
+    high = Priority.HIGH
+    return {
+        "waits": (later.wait[high] - earlier.wait[high]).count,
+        "runs": (later.run[high] - earlier.run[high]).count,
+        "completed": later.outcomes[high]["completed"] - earlier.outcomes[high]["completed"],
+        "other": (later.wait[OTHER].count, later.outcomes[OTHER]["completed"]),
+        "unrecorded": (later.wait[2.5], later.run[-7], dict(later.outcomes[10**400])),
+        "recorded": (len(later.wait), list(later.wait), 3 in later.wait, later.wait.get(3)),
+    }
+
+
+#: What ``read_interval`` gives after one HIGH and one NORMAL task ran since ``earlier``.
+ONE_HIGH_RAN = {
+    "waits": 1,
+    "runs": 1,
+    "completed": 1,
+    "other": (0, 0),
+    "unrecorded": (EMPTY, EMPTY, outcomes()),
+    "recorded": (2, [1, 0], False, None),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_priority_with_no_record_reads_as_empty_and_subtracts(kind: str) -> None:
+    with make_pool(kind, 1) as pool:
+        earlier = pool.statistics()  # nothing recorded yet: every class reads empty
+        assert (earlier.wait[Priority.HIGH], earlier.wait[Priority.HIGH].count) == (EMPTY, 0)
+        assert (len(earlier.wait), list(earlier.run), dict(earlier.outcomes)) == (0, [], {})
+        pool.submit(str, priority=Priority.HIGH).result(TIMEOUT)
+        pool.submit(str).result(TIMEOUT)
+        assert pool.join(TIMEOUT)
+        later = pool.statistics()
+    assert read_interval(earlier, later) == ONE_HIGH_RAN
+    assert later.wait[Priority.HIGH] - earlier.wait[Priority.HIGH] == later.wait[1]  # exact
+
+
+def test_a_priority_with_no_record_reads_as_empty_on_the_asyncio_scheduler() -> None:
+    async def main() -> dict[str, Any]:
+        scheduler = AsyncPriorityScheduler(1)
+        earlier = scheduler.statistics()
+        await scheduler.submit(returning, "high", priority=Priority.HIGH)
+        await scheduler.submit(returning, "normal")
+        return read_interval(earlier, await accounted(scheduler))
+
+    assert drive("asyncio", main) == ONE_HIGH_RAN
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"), [("high", "'high'"), (None, "None"), (math.nan, "nan"), (True, "True")]
+)
+def test_a_key_that_cannot_be_a_priority_class_raises_key_error(key: Any, shown: str) -> None:
+    with PriorityThreadPoolExecutor(1) as pool:
+        stats = pool.statistics()
+    for figures in (stats.wait, stats.run, stats.outcomes):
+        with pytest.raises(KeyError) as raised:
+            figures[key]
+        assert str(raised.value) == shown
 
 
 # -- under attack ---------------------------------------------------------------------------

@@ -14,7 +14,14 @@ from typing import Optional, Union
 
 from typing_extensions import Literal, assert_type
 
-from priority_executor import PoolView, Priority, PriorityThreadPoolExecutor
+from priority_executor import (
+    AsyncPriorityScheduler,
+    PoolView,
+    Priority,
+    PriorityExecutor,
+    PriorityThreadPoolExecutor,
+    RateLimit,
+)
 
 
 def make_bytes(size: int, *, fill: bytes = b"x") -> bytes:
@@ -78,3 +85,33 @@ def check_rejected(pool: PriorityThreadPoolExecutor) -> None:
     pool.options(priority=None)  # type: ignore[arg-type]
     pool.map(str, [1], priority="low")  # type: ignore[arg-type]
     PriorityThreadPoolExecutor(clock=1.0)  # type: ignore[arg-type]
+
+
+def check_rate_limits_take_a_pair_on_every_owner(
+    pool: PriorityThreadPoolExecutor, front: PriorityExecutor, scheduler: AsyncPriorityScheduler
+) -> None:
+    # Read, it is always a RateLimit (or None).
+    assert_type(pool.rate_limit, Optional[RateLimit])
+    assert_type(front.key_rate_limit, Optional[RateLimit])
+    assert_type(scheduler.rate_limit, Optional[RateLimit])
+    # The documented (starts, per) pair, where a RateLimit goes: constructors and setters.
+    PriorityThreadPoolExecutor(rate_limit=(5, 1.0), key_rate_limit=(1, 2))
+    PriorityExecutor(ThreadPoolExecutor(2), rate_limit=(5, 1.0), key_rate_limit=(1, 2))
+    AsyncPriorityScheduler(2, rate_limit=(5, 1.0), key_rate_limit=(1, 2))
+    PriorityThreadPoolExecutor(rate_limit=RateLimit(5, 1.0), key_rate_limit=None)
+    pool.rate_limit = (5, 1.0)
+    pool.key_rate_limit = RateLimit(1, 2.0)
+    front.rate_limit = (5, 1)
+    front.key_rate_limit = None
+    scheduler.rate_limit = (5, 1.0)
+    scheduler.key_rate_limit = (1, 2.0)
+    # max_workers: the setter takes what the constructor takes, None (the default) too.
+    pool.max_workers = None
+    assert_type(pool.max_workers, int)
+
+
+def check_rate_limits_rejected(pool: PriorityThreadPoolExecutor, front: PriorityExecutor) -> None:
+    PriorityThreadPoolExecutor(rate_limit=(5, "1"))  # type: ignore[arg-type]
+    PriorityExecutor(ThreadPoolExecutor(2), rate_limit=5)  # type: ignore[arg-type]
+    pool.rate_limit = (5,)  # type: ignore[assignment]
+    front.key_rate_limit = (1.5, 2.0)  # type: ignore[assignment]

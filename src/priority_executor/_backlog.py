@@ -357,13 +357,13 @@ class Backlog:
         """The snapshot ``statistics()`` returns; ``sizes``: the owner's own fields."""
         counts, limits, queue = self.tally.totals(), self.limits, self.queue
         startable = 0 if self.paused else len(queue) - queue.held
+        queued = {p: n for p, n in sorted(queue.by_priority.items(), reverse=True) if n}
+        self.tally.classify(queued)  # so that the exporters count them in bounded classes
         wait, run, outcomes = self.tally.snapshot()
         return ExecutorStatistics(
             **sizes,  # type: ignore[arg-type]  # workers, idle_workers, a limit: the owner's
             queued=len(queue),
-            queued_by_priority={
-                p: n for p, n in sorted(queue.by_priority.items(), reverse=True) if n
-            },
+            queued_by_priority=queued,
             running=self.running,
             paused=self.paused,
             submitted=counts["submitted"],

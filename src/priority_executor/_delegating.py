@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Set as AbstractSet
 from concurrent import futures
 from concurrent.futures import BrokenExecutor, Executor
@@ -19,8 +20,9 @@ from typing import Callable, Optional
 from ._control import AdmissionControl
 from ._dispatch import DelegateRunner
 from ._front import PriorityFront
+from ._options import PoolView
 from ._policy import WhenFull, check_flag, check_limit, describe
-from ._rates import RateLimit
+from ._rates import RateLimitLike
 
 #: Tasks handed to a pool of other processes or interpreters per worker, by default: one
 #: running and one waiting in the pool, so that a worker that ends a task finds the next
@@ -89,6 +91,45 @@ def hands_over_inline(executor: object) -> bool:
     return type(executor) is futures.ThreadPoolExecutor
 
 
+#: What ``PriorityExecutor`` warns of when made over a Dask executor that merges calls.
+DASK_MERGES = (
+    "executor is a Dask executor made without pure=False: identical calls (the same function"
+    " and arguments) run once and all get that one result; make it with"
+    " client.get_executor(pure=False), or pure=True if that is meant"
+)
+
+
+def merges_identical_calls(executor: object) -> bool:
+    """True for a Dask executor left with Dask's default ``pure=True``.
+
+    Dask then names a task by its function and arguments, so that identical calls are one
+    task: the front would count each as run, of which one ran. An executor given ``pure``
+    explicitly, either way, was made knowingly; one whose options the front cannot read
+    (another version of ``distributed``) is given the benefit of the doubt.
+    """
+    if type(executor).__module__.split(".")[0] != "distributed":
+        return False
+    options = getattr(executor, "_kwargs", None)
+    return isinstance(options, dict) and "pure" not in options
+
+
+def marks_own_tasks(executor: object) -> bool:
+    """True if ``executor`` runs tasks on threads of this interpreter, which a front can mark.
+
+    A thread pool, the standard one or ours (a subclass, a view of one), or a front over
+    one; not an interpreter pool, nor an executor the front cannot tell, whose tasks may go
+    to another process, where a marked callable would have to be pickled.
+    """
+    while True:
+        if isinstance(executor, PriorityExecutor):
+            executor = executor.executor
+        elif isinstance(executor, PoolView):
+            executor = executor._pool
+        else:
+            break
+    return isinstance(executor, futures.ThreadPoolExecutor) and runs_elsewhere(executor) is None
+
+
 # mypy compares PriorityFront.submit, with its keywords, with Executor.submit.
 class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     """Priorities, queue deadlines and prompt cancellation in front of any executor.
@@ -102,7 +143,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
 
     Args:
         executor: any :class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor``, an
-            ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``.
+            ``InterpreterPoolExecutor``, a Dask ``client.get_executor(pure=False)``. A Dask
+            executor made without ``pure`` merges identical calls (the same function and
+            arguments run once): the front warns (``UserWarning``), naming the fix.
         max_running: the most tasks handed over and not yet finished. By default the
             executor's ``_max_workers`` for a thread pool, twice that for a process or
             interpreter pool (so that a worker finds its next task waiting); required for
@@ -137,9 +180,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
         shutdown_executor: bool = True,
-        rate_limit: Optional[RateLimit] = None,
+        rate_limit: Optional[RateLimitLike] = None,
         key_limit: Optional[int] = None,
-        key_rate_limit: Optional[RateLimit] = None,
+        key_rate_limit: Optional[RateLimitLike] = None,
         copy_context: bool = False,
     ) -> None:
         if not callable(getattr(executor, "submit", None)):
@@ -155,6 +198,8 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
                 f"copy_context=True needs an executor that runs tasks in this interpreter:"
                 f" {elsewhere}, where a contextvars.Context cannot go"
             )
+        if merges_identical_calls(executor):
+            warnings.warn(DASK_MERGES, UserWarning, stacklevel=2)
         self._executor = executor
         self._thread_name_prefix = f"PriorityExecutor-{self._counter()}"
         self._admission: AdmissionControl[DelegateRunner] = AdmissionControl.for_front(
@@ -175,6 +220,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
                 close_delegate=close,
                 inline=hands_over_inline(executor),
                 workers=delegate_workers(executor),
+                marks=marks_own_tasks(executor),
             ),
         )
 

@@ -32,9 +32,13 @@ the role, and the dispatcher is not woken for starts meanwhile. A process pool's
 thread never relays (a ``submit`` from there can deadlock it, CPython gh-105829), nor Dask's
 event loop: a callback that submits to the front there only queues.
 
-Tasks run on the delegate's threads or processes, which are not the front's own: a task
-that waits for the front (``join()``, ``shutdown(wait=True)``, a blocking ``submit`` to a
-full queue) waits for itself, as it would with the delegate used directly.
+A task of the front runs on a thread of the delegate, or in another process. Over a thread
+pool (``_delegating.marks_own_tasks``) each task is handed over wrapped in an
+:class:`OwnTask`, which marks the thread as the front's own while the task runs: a task that
+would wait for the front (``join()``, ``shutdown(wait=True)``, a blocking ``submit`` to a
+full queue) gets the refusal a thread pool gives its own workers, instead of waiting for
+itself. Over any other executor the front cannot tell its tasks' threads from others, and
+such a task waits for itself, as it would with the delegate used directly.
 
 Faults. A ``submit`` that raises fails that task. If it raises ``BrokenExecutor`` (such as
 ``BrokenProcessPool``) or a plain ``RuntimeError`` (shut down), the delegate will take nothing
@@ -52,7 +56,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._admission import Admission, error_template
 from ._claim import (
@@ -98,9 +102,14 @@ class DelegateRunner:
         close_delegate: bool,
         inline: bool = False,
         workers: Optional[int] = None,
+        marks: bool = False,
     ) -> None:
         self.admission = admission
         self.delegate = delegate
+        # The delegate runs tasks on threads of this interpreter: each task marks its
+        # thread as the front's own while it runs (OwnTask), in ``tasks``.
+        self.marks = marks
+        self.tasks = threading.local()
         # The delegate's done-callbacks run where its submit is safe (a thread pool's
         # workers), so the thread that frees a slot hands the next task over: see _report.
         self.inline = inline
@@ -140,7 +149,10 @@ class DelegateRunner:
             self.thread = snapshot
 
     def owns_locked(self, thread: threading.Thread) -> bool:
-        return thread is self.thread or thread in self.settlers
+        """The dispatcher, a delegate's thread settling a future of ours, or running a task."""
+        if thread is self.thread or thread in self.settlers:
+            return True
+        return thread is threading.current_thread() and getattr(self.tasks, "depth", 0) > 0
 
     def staffed_locked(self) -> bool:
         return self.thread is not None
@@ -199,6 +211,7 @@ class DelegateRunner:
         self.ready = threading.Condition(lock)
         self.settlers.clear()
         self.relay = None
+        self.tasks = threading.local()
         return used
 
     # -- the dispatcher --------------------------------------------------------------------
@@ -310,6 +323,8 @@ class DelegateRunner:
         watch = self.admission.listeners.watch(entry)
         if watch is not None:  # user code: never on the dispatcher
             self.admission.settler.call_later([watch.started])
+        if self.marks:
+            fn = OwnTask(fn, self.tasks)
         try:
             inner = self.delegate.submit(fn, *args, **kwargs)
             inner.add_done_callback(partial(self._done, future, entry, watch))
@@ -454,6 +469,37 @@ class DelegateRunner:
                 with lock:
                     self.relay = None
                     self._wake_locked()
+
+
+class OwnTask:
+    """A task's callable that marks the thread running it as the front's own meanwhile.
+
+    ``marks.depth`` counts the front's tasks running in the current thread: a count, not a
+    flag, so that a task that ends inside another (an executor that runs tasks inline)
+    leaves the other one marked.
+    """
+
+    __slots__ = ("fn", "marks")
+
+    def __init__(self, fn: Callable[..., Any], marks: threading.local) -> None:
+        self.fn = fn
+        self.marks = marks
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        marks = self.marks
+        marks.depth = getattr(marks, "depth", 0) + 1
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            marks.depth -= 1
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:
+        """The task's own callable, for ``inspect.unwrap`` and code that looks through."""
+        return self.fn
+
+    def __repr__(self) -> str:
+        return f"<OwnTask {self.fn!r}>"
 
 
 def _ending(ok: bool, value: Any) -> tuple[Outcome, Optional[BaseException]]:

@@ -275,6 +275,8 @@ class Distribution:
         """
         if not isinstance(earlier, Distribution):
             return NotImplemented
+        if not earlier.count:  # such as a class with no record yet: all of this one, exactly
+            return self
         buckets = [a - b for a, b in zip(self._buckets, earlier._buckets)]
         if any(n < 0 for n in buckets) or earlier.count > self.count:
             raise ValueError("the distribution subtracted is not an earlier snapshot of this one")

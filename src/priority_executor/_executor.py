@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional
 
 from ._control import AdmissionControl
 from ._front import PriorityFront
-from ._policy import WhenFull, check_flag, check_seconds
-from ._rates import RateLimit
+from ._policy import WhenFull, check_flag, check_max_workers, check_seconds
+from ._rates import RateLimitLike
 from ._threads import ThreadRunner
 from ._work_queue import WorkQueue
 
@@ -35,6 +35,11 @@ def _default_max_workers() -> int:
     return min(32, (cpu_count() or 1) + 4)
 
 
+def _max_workers(value: object) -> int:
+    """``max_workers`` for the constructor and the setter alike: None for the default."""
+    return _default_max_workers() if value is None else check_max_workers(value)
+
+
 # mypy compares PriorityFront.submit, with its keywords, with ThreadPoolExecutor.submit.
 class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ignore[misc,override]
     """A drop-in ThreadPoolExecutor with priorities, queue deadlines and prompt cancellation.
@@ -43,7 +48,9 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
     submitting threads. Every method is safe to call from any thread.
 
     Args:
-        max_workers: the most threads the pool starts; default ``min(32, cpus + 4)``.
+        max_workers: the most threads the pool starts; default ``min(32, cpus + 4)``. As
+            for the standard pool, any number above 0: one that is not an int is rounded
+            up (2.5 starts up to 3 threads, as the standard pool does).
         thread_name_prefix: threads are named ``f"{prefix}_{i}"``; default
             ``"PriorityThreadPoolExecutor-N"``.
         initializer: called with ``initargs`` at the start of each worker thread. If it raises,
@@ -67,7 +74,8 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
     The limits (``max_workers`` too) are properties that can be set while the pool runs.
 
     Raises:
-        ValueError: ``max_workers`` is not greater than 0, or a limit is out of range.
+        ValueError: ``max_workers`` is not greater than 0, or is infinite or NaN, or a limit
+            is out of range.
         TypeError: ``initializer`` or ``clock`` is not callable, ``copy_context`` is not
             a bool, or a limit has a wrong type.
     """
@@ -89,17 +97,14 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         max_queued: Optional[int] = None,
         when_full: WhenFull = "block",
         copy_context: bool = False,
-        rate_limit: Optional[RateLimit] = None,
+        rate_limit: Optional[RateLimitLike] = None,
         key_limit: Optional[int] = None,
-        key_rate_limit: Optional[RateLimit] = None,
+        key_rate_limit: Optional[RateLimitLike] = None,
         idle_timeout: Optional[float] = None,
     ) -> None:
         # The base class's __init__ is deliberately not called: it builds a queue, a
         # semaphore and, on 3.14, worker contexts that this class does not use.
-        if max_workers is None:
-            max_workers = _default_max_workers()
-        if max_workers <= 0:
-            raise ValueError("max_workers must be greater than 0")
+        workers = _max_workers(max_workers)
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
         self._copy_context = check_flag("copy_context", copy_context)
@@ -123,7 +128,7 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
             key_rate_limit=key_rate_limit,
             make_runner=lambda admission: ThreadRunner(
                 admission,
-                max_workers=max_workers,
+                max_workers=workers,
                 initializer=initializer,
                 initargs=initargs,
                 idle_timeout=idle,
@@ -136,13 +141,15 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         """The most worker threads the pool runs; settable while it runs.
 
         A higher value starts the threads that queued tasks need at once; a lower one
-        interrupts no task: surplus workers exit as they finish (idle ones at once).
+        interrupts no task: surplus workers exit as they finish (idle ones at once). It
+        takes what the constructor takes, with the same errors: a number that is not an int
+        is rounded up, and None is the default.
         """
         return self._admission.runner.max_workers
 
     @max_workers.setter
-    def max_workers(self, value: int) -> None:
-        self._resize("max_workers", value)
+    def max_workers(self, value: Optional[int]) -> None:
+        self._admission.resize(_max_workers(value))
 
     # The standard pool's attributes that tests and libraries read, with the same meaning.
 

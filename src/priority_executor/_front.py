@@ -30,7 +30,7 @@ from ._policy import (
     describe,
 )
 from ._queue import Gate
-from ._rates import RateLimit
+from ._rates import RateLimit, RateLimitLike
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
@@ -204,7 +204,7 @@ class PriorityFront:
         return self._admission.limits.rate_limit
 
     @rate_limit.setter
-    def rate_limit(self, value: Optional[RateLimit]) -> None:
+    def rate_limit(self, value: Optional[RateLimitLike]) -> None:
         self._admission.set_rate_limit(value)
 
     @property
@@ -228,7 +228,7 @@ class PriorityFront:
         return self._admission.limits.key_rate_limit
 
     @key_rate_limit.setter
-    def key_rate_limit(self, value: Optional[RateLimit]) -> None:
+    def key_rate_limit(self, value: Optional[RateLimitLike]) -> None:
         self._admission.set_key_rate_limit(value)
 
     def _resize(self, name: str, value: object) -> None:
@@ -269,7 +269,7 @@ class PriorityFront:
             TypeError: ``timeout`` is neither None nor a real number.
             ValueError: ``timeout`` is negative or NaN.
             RuntimeError: called from one of the pool's own threads, which would wait for
-                itself.
+                itself (on a ``PriorityExecutor``: see :meth:`shutdown`).
         """
         return self._admission.wait_quiet(check_timeout(timeout))
 
@@ -319,10 +319,11 @@ class PriorityFront:
                 cancelled) and the pool's threads have exited. Called from one of the
                 pool's own threads (a task, or a done-callback run by one of them), it does
                 not wait: the pool cannot wait for itself. The standard pool raises or
-                deadlocks there instead. (A ``PriorityExecutor``'s tasks run on the wrapped
-                executor's threads, which are not its own; the done-callbacks it runs there
-                are.) A ``PriorityExecutor`` then shuts the wrapped executor down, unless
-                made with ``shutdown_executor=False``.
+                deadlocks there instead. A ``PriorityExecutor`` counts as its own a thread
+                of the wrapped executor while it settles one of the front's futures, and,
+                over a thread pool, while it runs one of the front's tasks. A
+                ``PriorityExecutor`` then shuts the wrapped executor down, unless made with
+                ``shutdown_executor=False``.
             cancel_futures: cancel every task that has not started and wake its waiters.
                 Running tasks always finish.
         """

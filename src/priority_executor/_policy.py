@@ -28,8 +28,35 @@ class Priority(enum.IntEnum):
 
 
 def describe(value: object) -> str:
-    """Say what a bad argument was, for error messages: ``'high' (str)``."""
+    """Say what a bad argument was, for error messages: ``'high' (str)``.
+
+    A number beyond float range is told by its size, not by its hundreds of digits (which
+    ``repr`` refuses past 4,300): ``an int of 1329 bits``.
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            negative = value < 0
+            if isinstance(value, int):
+                size = f"int of {int(value).bit_length()} bits"
+                return f"a negative {size}" if negative else f"an {size}"
+            return f"a {'negative ' if negative else ''}{type(value).__name__} beyond float range"
+        except Exception:  # a number type of the user's own making: its repr says it
+            pass
     return f"{value!r} ({type(value).__name__})"
+
+
+def to_float(name: str, value: numbers.Real) -> float:
+    """``value`` as a float.
+
+    Raises:
+        ValueError: ``value`` is beyond float range (an int of more than 1024 bits, say).
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must fit in a float, got {describe(value)}") from None
 
 
 #: The types of priority that :func:`check_priority` returns unchanged.
@@ -49,7 +76,7 @@ def check_priority(priority: object) -> Number:
         raise TypeError(f"priority must be a real number, got {describe(priority)}")
     if isinstance(priority, int):
         return int(priority)
-    value = float(priority)
+    value = to_float("priority", priority)
     if math.isnan(value):
         raise ValueError(f"priority must not be NaN, got {describe(priority)}")
     return value
@@ -81,12 +108,20 @@ def check_ageing(ageing: object) -> Optional[float]:
 
 
 def check_seconds(name: str, value: object) -> Optional[float]:
-    """Return a positive finite number of seconds (``ageing``, ``idle_timeout``), or None."""
+    """Return a positive finite number of seconds (``ageing``, ``idle_timeout``), or None.
+
+    Infinity is refused, and so is a number beyond float range (``10**400``), which would be
+    infinite as a float.
+
+    Raises:
+        TypeError: ``value`` is neither None nor a real number.
+        ValueError: ``value`` is not positive, is infinite or NaN, or does not fit in a float.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a positive number or None, got {describe(value)}")
-    seconds = float(value)
+    seconds = math.nan if value <= 0 else to_float(name, value)
     if not 0.0 < seconds < math.inf:
         raise ValueError(f"{name} must be a positive number or None, got {describe(value)}")
     return seconds
@@ -104,6 +139,31 @@ def check_limit(name: str, value: object, optional: bool = True) -> Optional[int
         what = "a positive integer or None" if optional else "a positive integer"
         raise error(f"{name} must be {what}, got {describe(value)}")
     return int(value)
+
+
+def check_max_workers(value: object) -> int:
+    """Return ``max_workers`` as the standard pool takes it: any number above 0, rounded up.
+
+    The standard pool refuses only ``max_workers <= 0``, and starts threads while it has
+    fewer than ``max_workers``: given 2.5, it starts up to 3. So the constructor and the
+    ``max_workers`` setter take any number above 0 and round it up. Infinity and NaN, with
+    which the standard pool would start a thread for every waiting task or none at all,
+    are refused.
+
+    Raises:
+        ValueError: ``value`` is not greater than 0 (the standard pool's message), or is
+            infinite or NaN.
+        TypeError: ``value`` cannot be compared with 0 (the standard pool's error).
+    """
+    if value <= 0:  # type: ignore[operator]  # the standard pool's check, and its TypeError
+        raise ValueError("max_workers must be greater than 0")
+    if type(value) is int:
+        return value
+    try:
+        rounded: int = math.ceil(value)  # type: ignore[call-overload]  # TypeError if no number
+    except (OverflowError, ValueError):
+        raise ValueError(f"max_workers must be a finite number, got {describe(value)}") from None
+    return rounded
 
 
 def check_key(key: object) -> Hashable:

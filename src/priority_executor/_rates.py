@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import numbers
 from collections import deque
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
-from ._policy import describe, is_due
+from ._policy import describe, is_due, to_float
 
 
 class RateLimit(NamedTuple):
@@ -28,13 +28,19 @@ class RateLimit(NamedTuple):
     per: float
 
 
+#: What a ``rate_limit`` or ``key_rate_limit`` argument may be: a :class:`RateLimit`, or the
+#: plain ``(starts, per)`` pair it is made from (None, beside it, for no limit).
+RateLimitLike = Union[RateLimit, tuple[int, float]]
+
+
 def check_rate_limit(name: str, value: object) -> Optional[RateLimit]:
     """Return ``value`` as a :class:`RateLimit`, or None for no limit.
 
     Raises:
         TypeError: ``value`` is not a pair, or ``starts`` is not an int or ``per`` not a
             real number.
-        ValueError: ``starts`` is below 1, or ``per`` is not a positive finite number.
+        ValueError: ``starts`` is below 1, or ``per`` is not a positive finite number
+            (also a number beyond float range, such as ``10**400``).
     """
     if value is None:
         return None
@@ -47,7 +53,7 @@ def check_rate_limit(name: str, value: object) -> Optional[RateLimit]:
         raise ValueError(f"{name} starts must be a positive integer, got {describe(starts)}")
     if isinstance(per, bool) or not isinstance(per, numbers.Real):
         raise TypeError(f"{name} per must be a positive number of seconds, got {describe(per)}")
-    seconds = float(per)
+    seconds = math.nan if per <= 0 else to_float(f"{name} per", per)
     if not 0.0 < seconds < math.inf:
         raise ValueError(f"{name} per must be a positive number of seconds, got {describe(per)}")
     return RateLimit(int(starts), seconds)

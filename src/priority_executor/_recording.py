@@ -10,7 +10,9 @@ A task's priority class is the priority it was last given (at submit or by
 ``set_priority``; ageing does not change it), as a plain number: ``Priority.HIGH`` and ``10``
 are one class. The first ``MAX_CLASSES`` distinct priorities get a class each; tasks of any
 other priority are recorded together under ``OTHER``, so a scheduler fed arbitrary float
-priorities keeps a bounded state.
+priorities keeps a bounded state. A priority gets its class when a task of it is first
+counted, or when ``statistics()`` first reports it queued (best first): it keeps it for good,
+so every per-priority series of the exporters has at most ``MAX_CLASSES + 1`` keys.
 
 Per class, ``outcomes`` counts ``completed``, ``failed``, ``cancelled`` (by the user, by
 ``shutdown(cancel_futures=True)``, by a broken pool, or by eviction), ``evicted`` (the part
@@ -21,12 +23,13 @@ of ``cancelled`` that eviction made), ``expired``, ``taken`` (out through ``_wor
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Optional, Union
+from typing import Callable, Optional, TypeVar, Union, overload
 
-from ._distribution import BATCH, Distribution, Histogram
+from ._distribution import BATCH, EMPTY, Distribution, Histogram
 from ._policy import Number
 from ._queue import Entry
 
@@ -40,6 +43,8 @@ PriorityClass = Union[int, float, str]
 
 #: The outcomes counted per priority class, in the order they are reported.
 OUTCOMES = ("completed", "failed", "cancelled", "evicted", "expired", "taken", "rejected")
+
+T = TypeVar("T")
 
 
 class ClassFigures:
@@ -74,6 +79,20 @@ class Tally:
                 return self.other
             figures = self.classes[priority] = ClassFigures(key)
         return figures
+
+    def classify(self, priorities: Iterable[Number]) -> None:
+        """Give each of ``priorities`` a class, in order, while fewer than MAX_CLASSES exist.
+
+        ``statistics()`` calls it with the queued priorities, best first: after it, every
+        priority reported queued has the class it keeps for good (its own, or OTHER once
+        the classes are all given), so the queued tasks counted by class
+        (:func:`count_by_class`) never make more than MAX_CLASSES + 1 series.
+        """
+        classes = self.classes
+        for priority in priorities:
+            if len(classes) >= MAX_CLASSES:
+                return
+            self.of(priority)
 
     def class_of(self, priority: Number) -> PriorityClass:
         """The key under which tasks of ``priority`` are (or will be) recorded.
@@ -157,7 +176,7 @@ class Tally:
             for c in classes
             if any(c.outcomes.values())
         }
-        return MappingProxyType(wait), MappingProxyType(run), MappingProxyType(outcomes)
+        return PerClass(wait, EMPTY), PerClass(run, EMPTY), PerClass(outcomes, NO_OUTCOMES)
 
     def check(self) -> None:
         """Assert what holds of every class; O(classes)."""
@@ -167,6 +186,77 @@ class Tally:
             assert c.outcomes["evicted"] <= c.outcomes["cancelled"], "evicted, not cancelled"
             assert c.wait.count == c.run.count, "a wait without its run, or the reverse"
         assert len(self.classes) <= MAX_CLASSES, "more classes than MAX_CLASSES"
+
+
+#: What ``statistics().outcomes[p]`` reads for a class with nothing counted.
+NO_OUTCOMES: Mapping[str, int] = MappingProxyType(dict.fromkeys(OUTCOMES, 0))
+
+V = TypeVar("V")
+
+
+class PerClass(Mapping[PriorityClass, V]):
+    """A frozen mapping by priority class in which a class with no record reads as empty.
+
+    ``statistics().wait[p]`` of a priority ``p`` (any real number, or ``"other"``) that
+    has nothing recorded is ``empty`` (a Distribution of count 0, or every outcome 0), so
+    that ``later.wait[p] - earlier.wait[p]`` works before and after a task of ``p`` ran.
+    Everything else reads only the recorded classes: iteration, ``len``, ``in``, ``keys``,
+    ``items``, ``get`` (None for a class with no record) and equality. A key that cannot be
+    a class (a string other than ``"other"``, None, NaN) raises ``KeyError``.
+    """
+
+    __slots__ = ("_empty", "_recorded")
+
+    def __init__(self, recorded: Mapping[PriorityClass, V], empty: V) -> None:
+        self._recorded = recorded
+        self._empty = empty
+
+    def __getitem__(self, key: PriorityClass) -> V:
+        try:
+            return self._recorded[key]
+        except KeyError:
+            if key == OTHER or (
+                isinstance(key, numbers.Real) and not isinstance(key, bool) and key == key
+            ):
+                return self._empty
+            raise
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._recorded
+
+    @overload
+    def get(self, key: PriorityClass, /) -> Optional[V]: ...
+
+    @overload
+    def get(self, key: PriorityClass, /, default: Union[V, T]) -> Union[V, T]: ...
+
+    def get(self, key: PriorityClass, /, default: object = None) -> object:
+        return self._recorded.get(key, default)
+
+    def __iter__(self) -> Iterator[PriorityClass]:
+        return iter(self._recorded)
+
+    def __len__(self) -> int:
+        return len(self._recorded)
+
+    def __repr__(self) -> str:
+        return repr(self._recorded)
+
+
+def count_by_class(
+    counts: Mapping[Number, int], class_of: Callable[[Number], PriorityClass]
+) -> dict[PriorityClass, int]:
+    """``counts`` by priority (``statistics().queued_by_priority``) summed by priority class.
+
+    The exporters' queued gauge: ``class_of`` is the pool's ``Tally.class_of``, and the
+    snapshot gave every queued priority its class (:meth:`Tally.classify`), so there are at
+    most MAX_CLASSES + 1 keys, the same for every snapshot.
+    """
+    by_class: dict[PriorityClass, int] = {}
+    for priority, count in counts.items():
+        key = class_of(priority)
+        by_class[key] = by_class.get(key, 0) + count  # several priorities may be OTHER
+    return by_class
 
 
 def plain_priority(priority: Number) -> PriorityClass:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, Optional
+from typing import Optional
 
-from ._distribution import Distribution
+from ._distribution import EMPTY, Distribution
 from ._rates import RateLimit
-from ._recording import PriorityClass
+from ._recording import NO_OUTCOMES, PerClass, PriorityClass
 
 
-def _nothing() -> Mapping[Any, Any]:
-    return MappingProxyType({})
+def _no_distributions() -> Mapping[PriorityClass, Distribution]:
+    return PerClass({}, EMPTY)
+
+
+def _no_outcomes() -> Mapping[PriorityClass, Mapping[str, int]]:
+    return PerClass({}, NO_OUTCOMES)
 
 
 class QueueFullError(RuntimeError):
@@ -50,9 +53,13 @@ class ExecutorStatistics:
     ``outcomes[p]`` counts how their tasks ended (``completed``, ``failed``, ``cancelled``,
     ``evicted``, a part of ``cancelled``, ``expired``, ``taken`` and ``rejected``). ``p``
     is the priority a task was last given, as a plain number; the first 16 distinct ones
-    have a class each, the rest share the class ``"other"``. A class with nothing recorded
-    is absent. ``listener_errors`` counts the calls of listeners (``add_listener``) that
-    raised.
+    (counted, or reported queued here, best first) have a class each, the rest share the
+    class ``"other"``. A class with nothing recorded is absent from iteration, ``len``,
+    ``in`` and ``get``, but ``wait[p]`` and ``run[p]`` read as an empty
+    :class:`Distribution` (count 0) and ``outcomes[p]`` as a 0 for every outcome, so that
+    ``later.wait[p] - earlier.wait[p]`` works before a task of ``p`` has run (``p``: any
+    real number, or ``"other"``; another key raises ``KeyError``). ``listener_errors``
+    counts the calls of listeners (``add_listener``) that raised.
     """
 
     queued: int
@@ -75,9 +82,11 @@ class ExecutorStatistics:
     rate_limit: Optional[RateLimit] = None
     key_limit: Optional[int] = None
     key_rate_limit: Optional[RateLimit] = None
-    wait: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
-    run: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
+    wait: Mapping[PriorityClass, Distribution] = dataclasses.field(
+        default_factory=_no_distributions
+    )
+    run: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_no_distributions)
     outcomes: Mapping[PriorityClass, Mapping[str, int]] = dataclasses.field(
-        default_factory=_nothing
+        default_factory=_no_outcomes
     )
     listener_errors: int = 0

@@ -15,6 +15,11 @@ instrument                 kind              unit  attributes
                                                    ``outcome``
 =========================  ================  ====  ====================================
 
+The ``priority`` attribute is the priority class of ``statistics()``: a task's priority as
+a plain number for the first 16 distinct priorities, ``"other"`` for the rest, so no
+instrument has more than 17 series per executor; the queued tasks of several priorities in
+``"other"`` are summed.
+
 OpenTelemetry's Python API has no asynchronous histogram, so the two histograms are recorded
 per task, by a listener (``add_listener``) in the thread that starts or ends it: that cost
 falls only on an instrumented pool. Their bucket boundaries (``BOUNDARIES``, 1 µs to an hour)
@@ -25,7 +30,6 @@ are given as advice to the SDK, whose default ones stop at 10 s. The rest is rea
 from __future__ import annotations
 
 import weakref
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Optional
 
@@ -34,7 +38,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ._distribution import EXPORT_BOUNDS
 from ._listeners import ListenerHandle, TaskInfo
-from ._recording import OUTCOMES, PriorityClass
+from ._recording import OUTCOMES, PriorityClass, count_by_class
 
 #: The histograms' advised bucket boundaries, in seconds: from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
@@ -98,9 +102,7 @@ class Instrumentation:
         stats = self._stats()
         if stats is None:
             return []
-        by_class: Counter[PriorityClass] = Counter()
-        for priority, count in stats.queued_by_priority.items():
-            by_class[self._class_of(priority)] += count  # several priorities may be "other"
+        by_class = count_by_class(stats.queued_by_priority, self._class_of)
         return [Observation(count, self._attributes(key)) for key, count in by_class.items()]
 
     def _active(self, options: CallbackOptions) -> Iterable[Observation]:

@@ -21,6 +21,11 @@ metric                              kind       unit     labels
 ``executor_tasks_total``            counter    tasks    ``executor``, ``priority``, ``outcome``
 ==================================  =========  =======  =======================================
 
+The ``priority`` label of every metric is the priority class of ``statistics()``: a task's
+priority as a plain number for the first 16 distinct priorities, ``"other"`` for the rest,
+so no metric has more than 17 series per executor, however many priorities are used; the
+queued tasks of several priorities in ``"other"`` are summed.
+
 The histograms' buckets (``BUCKETS``) run from 1 µs to an hour, read off the pool's own
 histogram: a count at a bound is exact to the pool's resolution (1.6 %).
 """
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -39,11 +44,15 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ._distribution import EXPORT_BOUNDS, Distribution
-from ._recording import OUTCOMES, PriorityClass, plain_priority
+from ._policy import Number
+from ._recording import OUTCOMES, PriorityClass, count_by_class
 from ._stats import ExecutorStatistics
 
 #: The histograms' upper bounds, in seconds: queue waits from 1 µs to an hour.
 BUCKETS = EXPORT_BOUNDS
+
+#: A pool's ``Tally.class_of``: the priority class under which a priority is reported.
+ClassOf = Callable[[Number], PriorityClass]
 
 
 class PoolCollector(Collector):
@@ -53,7 +62,8 @@ class PoolCollector(Collector):
         """``pool``: a ``PriorityThreadPoolExecutor`` or ``PriorityExecutor`` (or none yet);
         ``name``: its ``executor`` label (default: its thread name prefix, or ``"executor"``).
         """
-        self._pools: list[tuple[weakref.ReferenceType[Any], str]] = []
+        # Each pool with its label and its Tally.class_of, which holds no reference to it.
+        self._pools: list[tuple[weakref.ReferenceType[Any], str, ClassOf]] = []
         if pool is not None:
             self.add(pool, name=name)
 
@@ -64,9 +74,9 @@ class PoolCollector(Collector):
             ValueError: a pool of this collector already has that name.
         """
         label = name if name is not None else _default_name(pool)
-        if any(taken == label for _, taken in self._pools):
+        if any(taken == label for _, taken, _ in self._pools):
             raise ValueError(f"this collector already reports an executor named {label!r}")
-        self._pools.append((weakref.ref(pool), label))
+        self._pools.append((weakref.ref(pool), label, _class_of(pool)))
 
     def describe(self) -> list[Any]:
         """The metric names, for the registry's check that no other collector has them."""
@@ -75,10 +85,10 @@ class PoolCollector(Collector):
     def collect(self) -> Iterator[Any]:
         """One snapshot of every pool, as metric families."""
         families = self._families()
-        for ref, label in self._pools:
+        for ref, label, class_of in self._pools:
             pool = ref()
             if pool is not None:
-                _fill(families, label, pool.statistics())
+                _fill(families, label, pool.statistics(), class_of)
         yield from families.values()
 
     def _families(self) -> dict[str, Any]:
@@ -115,13 +125,15 @@ class PoolCollector(Collector):
         }
 
 
-def _fill(families: dict[str, Any], label: str, stats: ExecutorStatistics) -> None:
+def _fill(
+    families: dict[str, Any], label: str, stats: ExecutorStatistics, class_of: ClassOf
+) -> None:
     for key, distribution in stats.wait.items():
         _histogram(families["wait"], [label, str(key)], distribution)
     for key, distribution in stats.run.items():
         _histogram(families["run"], [label, str(key)], distribution)
-    for priority, count in stats.queued_by_priority.items():
-        families["queued"].add_metric([label, str(plain_priority(priority))], count)
+    for key, count in count_by_class(stats.queued_by_priority, class_of).items():
+        families["queued"].add_metric([label, str(key)], count)
     families["active"].add_metric([label], stats.running)
     families["workers"].add_metric([label], stats.workers)
     _outcomes(families["tasks"], label, stats.outcomes)
@@ -142,6 +154,12 @@ def _outcomes(family: Any, label: str, outcomes: Mapping[PriorityClass, Mapping[
 
 def _bound(value: float) -> str:
     return repr(float(value))
+
+
+def _class_of(pool: Any) -> ClassOf:
+    """``pool``'s ``Tally.class_of``: a thread pool's or a front's, or an asyncio scheduler's."""
+    owner = getattr(pool, "_admission", None)
+    return (owner if owner is not None else pool._core).tally.class_of  # type: ignore[no-any-return]
 
 
 def _default_name(pool: Any) -> str:
