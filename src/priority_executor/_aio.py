@@ -152,7 +152,9 @@ class AsyncPriorityScheduler:
             priority: any real number; higher starts first, equal ones in submission order.
             timeout: how long the task may wait in the queue, in seconds on the
                 scheduler's clock, counted from now: one not started by then is cancelled
-                and never starts. ``0``: it may not wait at all. None: no deadline.
+                and never starts; its future's CancelledError says "queue deadline passed
+                after {timeout} s", and :func:`~priority_executor.expired` is True for it.
+                ``0``: it may not wait at all. None: no deadline.
 
         Raises:
             TypeError: ``fn`` is neither callable nor a coroutine, or a bad option type.

@@ -25,7 +25,10 @@ The flows
    cancelled, and its slot stays taken until the coroutine ends.
 5. **Time.** :meth:`AsyncCore._on_timer` expires what the clock has passed and opens rate
    slots (``pop_due_locked``), re-arms for the next, and pumps. Deadlines are on the
-   scheduler's clock; the handle waits the difference on the loop's.
+   scheduler's clock; the handle waits the difference on the loop's. Every expiry (there,
+   at a submit with ``timeout=0``, or at a take that finds a task due) goes through
+   :meth:`AsyncCore._expire`, which marks the future expired, then cancels it with
+   :func:`deadline_message`.
 
 Every accepted task is in exactly one place: ``submitted == completed + failed + cancelled +
 expired + queued + running`` (:meth:`AsyncCore.check_invariants`: "lost task").
@@ -46,6 +49,7 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 from ._backlog import Backlog
 from ._claim import Outcome
+from ._futures import EXPIRED_MARK, mark_expired
 from ._limits import Limits
 from ._policy import Number, WhenFull, describe
 from ._queue import NO_KWARGS, Entry
@@ -67,10 +71,21 @@ class ScheduledFuture(asyncio.Future[T]):
     It carries its task's state, so that a start costs no object more than its Task.
     """
 
-    __slots__ = ("_context", "_core", "_entry", "_run_timeout", "_task", "_timed_out", "_timer")
+    __slots__ = (
+        EXPIRED_MARK,
+        "_context",
+        "_core",
+        "_entry",
+        "_queue_timeout",
+        "_run_timeout",
+        "_task",
+        "_timed_out",
+        "_timer",
+    )
 
     _core: Optional[AsyncCore]  # None once the scheduler is done with it
     _context: contextvars.Context  # the context of the submit, for the Task
+    _queue_timeout: Optional[float]  # its submit's timeout, for the CancelledError's message
     _run_timeout: Optional[float]
     _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
     _task: Optional[asyncio.Task[Any]]  # its Task, once made
@@ -122,6 +137,11 @@ class ScheduledFuture(asyncio.Future[T]):
             error = RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
             asyncio.Future.set_exception(self, error)
         task.cancel()
+
+
+def deadline_message(timeout: float) -> str:
+    """The message of the CancelledError of a task whose queue deadline passed."""
+    return f"queue deadline passed after {timeout} s"
 
 
 #: Settle a scheduled future as the scheduler does, past its by-hand hooks.
@@ -249,6 +269,7 @@ class AsyncCore(Backlog):
         future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
         future._core, future._context = self, contextvars.copy_context()
         future._run_timeout, future._entry = run_timeout, None
+        future._queue_timeout = timeout
         future._task = future._timer = None
         future._timed_out = False
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
@@ -270,7 +291,7 @@ class AsyncCore(Backlog):
         self.tally.submitted += 1
         if expired:
             self.tally.add("expired", priority)
-            self._discard(entry).cancel()
+            self._expire(entry)
             return future
         if evict is not None:
             self.queue.remove(evict)
@@ -306,7 +327,7 @@ class AsyncCore(Backlog):
                 expired = unrun[:]
                 del unrun[:]
                 for entry in expired:
-                    self._discard(entry).cancel()
+                    self._expire(entry)
                 self.settled_locked(len(expired))
             if self.clock_errors:
                 self._log_clock_errors()
@@ -442,7 +463,7 @@ class AsyncCore(Backlog):
             return
         due = self.pop_due_locked(now)
         for entry in due:
-            self._discard(entry).cancel()
+            self._expire(entry)
         if due:
             self.settled_locked(len(due))
         self.arm()
@@ -486,6 +507,22 @@ class AsyncCore(Backlog):
         for task, future in list(self.active.items()):
             future.cancel()
             task.cancel()
+
+    def _expire(self, entry: Entry) -> None:
+        """Cancel the future of a task whose queue deadline passed, marked so, with its reason.
+
+        The mark comes first: the future's awaiters and done-callbacks, which the loop runs
+        later, find it expired (``_futures.expired``). A future its user settled after the
+        task left the queue (from the clock, say) is counted as the user settled it.
+        """
+        future = self._discard(entry)
+        if future.done():
+            self.tally.overtaken(entry.priority, "cancelled" if future.cancelled() else "completed")
+            return
+        timeout = future._queue_timeout
+        assert timeout is not None, "a task with no deadline expired"
+        mark_expired(future)
+        future.cancel(deadline_message(timeout))
 
     def _discard(self, entry: Entry) -> ScheduledFuture[Any]:
         """Detach an entry that will never start; close its coroutine object, if it has one.
