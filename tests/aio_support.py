@@ -26,7 +26,7 @@ LOOPS = ["asyncio", "uvloop"]
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     if kind == "uvloop":
-        uvloop = pytest.importorskip("uvloop", reason="uvloop does not install on this Python")
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed (the aio extra)")
         loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         return loop
     return asyncio.new_event_loop()
