@@ -834,6 +834,41 @@ def test_join_from_inside_a_task_is_refused(kind: str) -> None:
     drive(kind, main)
 
 
+ACLOSE_MESSAGE = "cannot aclose() from one of the scheduler's own tasks: it would wait for itself"
+
+
+def test_aclose_from_inside_a_task_is_refused_and_leaves_the_scheduler_open(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(1)
+
+        async def closes() -> None:
+            await scheduler.aclose(cancel_futures=True)
+
+        async def leaves_async_with() -> None:
+            async with scheduler:
+                raise LookupError("the body failed")
+
+        closing = scheduler.submit(closes)
+        leaving = scheduler.submit(leaves_async_with)
+        queued = scheduler.submit(gate, "queued")
+        with pytest.raises(RuntimeError, match=exact(ACLOSE_MESSAGE)):
+            await closing
+        with pytest.raises(RuntimeError, match=exact(ACLOSE_MESSAGE)):
+            await leaving
+        assert not queued.done(), "the refused aclose() cancelled what was queued"
+        assert repr(scheduler).startswith("<AsyncPriorityScheduler running")
+        later = scheduler.submit(returning, "later")  # still open
+        gate.open()
+        assert await queued == "queued"
+        assert await later == "later"
+        await scheduler.aclose()
+        stats = await accounted(scheduler)
+        assert (stats.failed, stats.completed, stats.cancelled) == (2, 2, 0)
+
+    drive(kind, main)
+
+
 def test_statistics_are_the_thread_pools_type_with_max_workers_meaning_concurrency(
     kind: str,
 ) -> None:

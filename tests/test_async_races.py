@@ -15,9 +15,10 @@ from typing import Any, Optional
 
 import pytest
 
-from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, settle
+from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, returning, settle
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
+from support import exact
 
 OPTIONS = [
     {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
@@ -610,6 +611,24 @@ def test_join_from_an_eagerly_started_first_step_is_refused() -> None:
 
         with pytest.raises(RuntimeError, match="it would wait for itself"):
             await scheduler.submit(joins_itself)
+        await accounted(scheduler)
+
+    drive("asyncio", main)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task factories are 3.12+")
+def test_aclose_from_an_eagerly_started_first_step_is_refused_and_leaves_it_open() -> None:
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        scheduler = AsyncPriorityScheduler(2)
+
+        async def closes() -> None:
+            await scheduler.aclose()
+
+        message = "cannot aclose() from one of the scheduler's own tasks: it would wait for itself"
+        with pytest.raises(RuntimeError, match=exact(message)):
+            await scheduler.submit(closes)
+        assert await scheduler.run(returning, "still open") == "still open"
         await accounted(scheduler)
 
     drive("asyncio", main)

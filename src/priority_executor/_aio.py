@@ -330,12 +330,7 @@ class AsyncPriorityScheduler:
         if core.loop is None or core.quiet_locked():
             return True
         loop = core.bind("join()")
-        # While the pump runs, only a coroutine that an eager task factory started inside it
-        # can call: one of ours, not yet listed.
-        if core.pumping or asyncio.current_task() in core.active:
-            raise RuntimeError(
-                "cannot join() from one of the scheduler's own tasks: it would wait for itself"
-            )
+        self._refuse_own_task("join()")
         core.restart()  # a queue held since a Task was cancelled from outside moves on
         if core.quiet_locked():  # what restart() found due has expired
             return True
@@ -351,6 +346,19 @@ class AsyncPriorityScheduler:
                 timer.cancel()
             if waiter in core.idle:
                 core.idle.remove(waiter)
+
+    def _refuse_own_task(self, what: str) -> None:
+        """Raise if one of the scheduler's own tasks calls ``what``, which waits for quiet.
+
+        Call it in a coroutine, before anything changes.
+        """
+        core = self._core
+        # While the pump runs, only a coroutine that an eager task factory started inside it
+        # can call: one of ours, not yet listed.
+        if core.pumping or asyncio.current_task() in core.active:
+            raise RuntimeError(
+                f"cannot {what} from one of the scheduler's own tasks: it would wait for itself"
+            )
 
     def statistics(self) -> ExecutorStatistics:
         """A snapshot of the counts, as ``PriorityThreadPoolExecutor.statistics()`` has them.
@@ -381,12 +389,18 @@ class AsyncPriorityScheduler:
         """Refuse new work, cancel what is queued if ``cancel_futures``, wait for the rest.
 
         Closing twice is harmless; a paused scheduler resumes, so its queued tasks run.
+
+        Raises:
+            RuntimeError: called from one of the scheduler's own tasks, which would wait
+                for itself, or from another thread or loop; the scheduler is left as it
+                was, still open.
         """
         core = self._core
         if core.loop is None:
             core.stopping = True
             return
         core.bind("aclose()")
+        self._refuse_own_task("aclose()")
         core.close(cancel_futures)
         await self.join()
 
@@ -399,11 +413,16 @@ class AsyncPriorityScheduler:
         exc: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
-        """Close; if the body raised, cancel what is queued and running first, then wait."""
+        """Close; if the body raised, cancel what is queued and running first, then wait.
+
+        From one of the scheduler's own tasks it raises as :meth:`aclose` does, and leaves
+        the scheduler open.
+        """
         if exc is None:
             await self.aclose()
             return
         core = self._core
+        self._refuse_own_task("aclose()")
         core.stopping = True
         if core.loop is not None:
             core.cancel_queued()
