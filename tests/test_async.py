@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import math
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -124,6 +125,59 @@ def test_a_coroutine_object_left_in_the_queue_by_aclose_is_closed(kind: str) -> 
         assert running.result() is None
 
     drive(kind, main)
+
+
+def test_a_coroutine_object_whose_submit_is_refused_is_closed_by_every_refusal(
+    kind: str, thread_deaths: list[str]
+) -> None:
+    async def never() -> None:
+        raise AssertionError("a refused coroutine ran")
+
+    def refused(submit: Callable[[Any], object], error: type[BaseException]) -> None:
+        coro = never()
+        with pytest.raises(error):
+            submit(coro)
+        assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED, "left unclosed"
+
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(1, max_queued=1)
+        view = scheduler.options(priority=Priority.HIGH)
+        # The argument checks, which come before anything changes:
+        refused(lambda coro: scheduler.submit(coro, priority=math.nan), ValueError)
+        refused(lambda coro: scheduler.submit(coro, priority="high"), TypeError)  # type: ignore[arg-type]
+        refused(lambda coro: scheduler.submit(coro, timeout=-1.0), ValueError)
+        refused(lambda coro: scheduler.submit(coro, "an argument"), TypeError)
+        refused(lambda coro: view.submit(coro, "an argument"), TypeError)
+        stats = scheduler.statistics()
+        assert (stats.submitted, stats.rejected) == (0, 0), "a refused check changed the counts"
+        # The wrong thread, and another loop:
+        elsewhere = [
+            lambda: refused(scheduler.submit, RuntimeError),
+            lambda: refused(view.submit, RuntimeError),
+            lambda: asyncio.run(_in_coroutine(refused, scheduler.submit, RuntimeError)),
+        ]
+        await scheduler.run(asyncio.sleep, 0)  # bound to this loop from now on
+        for attempt in elsewhere:
+            thread = threading.Thread(target=attempt)  # its failure is the thread's death
+            thread.start()
+            thread.join(TIMEOUT)
+        assert not thread_deaths
+        # A full queue, and a closed scheduler:
+        scheduler.pause()
+        scheduler.submit(asyncio.sleep, 0)
+        refused(scheduler.submit, QueueFullError)
+        closing = asyncio.ensure_future(scheduler.aclose())
+        await settle()
+        refused(scheduler.submit, RuntimeError)
+        await closing
+        await accounted(scheduler)
+        # drive() turns a "coroutine was never awaited" warning into an error.
+
+    drive(kind, main)
+
+
+async def _in_coroutine(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)
 
 
 def test_fn_that_returns_no_awaitable_fails_its_future_naming_run_in_executor(kind: str) -> None:

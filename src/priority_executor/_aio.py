@@ -23,7 +23,7 @@ from collections.abc import Hashable
 from types import TracebackType
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
-from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction
+from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction, close_coroutine
 from ._limits import Limits
 from ._policy import (
     Number,
@@ -145,8 +145,8 @@ class AsyncPriorityScheduler:
         ``fn`` is a coroutine function, or any callable that returns an awaitable, called
         only when the task starts, in a new Task running in a copy of the context current
         here. A coroutine object (``submit(fetch(url))``) is accepted too; if it never
-        starts, it is closed. ``priority`` and ``timeout`` are not passed to ``fn``; use
-        :meth:`options` to give ``fn`` keywords of those names.
+        starts, or if this call raises, it is closed. ``priority`` and ``timeout`` are not
+        passed to ``fn``; use :meth:`options` to give ``fn`` keywords of those names.
 
         Args:
             priority: any real number; higher starts first, equal ones in submission order.
@@ -162,7 +162,11 @@ class AsyncPriorityScheduler:
             RuntimeError: the scheduler is closing, or this is not its event loop.
             QueueFullError: ``max_queued`` tasks wait (see ``when_full``).
         """
-        level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        try:
+            level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        except BaseException:
+            close_coroutine(fn)
+            raise
         return self._submit_checked(fn, args, kwargs, level, timeout, None, self._core.run_timeout)
 
     async def run(
@@ -191,7 +195,10 @@ class AsyncPriorityScheduler:
         key: Hashable,
         run_timeout: Optional[float],
     ) -> ScheduledFuture[T]:
-        """Submit with options already checked (by ``submit``, or when a view was made)."""
+        """Submit with options already checked (by ``submit``, or when a view was made).
+
+        A coroutine object whose submit is refused, by any check, is closed: it never runs.
+        """
         if inspect.iscoroutine(fn):
             if args or kwargs:
                 fn.close()

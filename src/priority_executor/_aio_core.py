@@ -265,7 +265,11 @@ class AsyncCore(Backlog):
         except RuntimeError:
             running = None
         if running is None or running is not loop:
-            loop = self.bind("submit()")
+            try:
+                loop = self.bind("submit()")
+            except BaseException:
+                close_coroutine(fn)  # refused: it will never run
+                raise
         future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
         future._core, future._context = self, contextvars.copy_context()
         future._run_timeout, future._entry = run_timeout, None
@@ -575,6 +579,13 @@ else:
         a scheduler whose coroutine let a CancelledError of its own escape.
         """
         return False
+
+
+def close_coroutine(fn: object) -> None:
+    """Close ``fn`` if it is a coroutine object whose submit was refused, so that it never
+    warns "never awaited"; a coroutine function needs nothing."""
+    if inspect.iscoroutine(fn):
+        fn.close()
 
 
 def _close_all(coroutines: set[Any]) -> None:
