@@ -704,6 +704,63 @@ def test_run_timeout_cancels_a_coroutine_that_runs_too_long_and_raises_timeout_e
     drive(kind, main)
 
 
+def test_run_timeout_follows_the_schedulers_clock_as_queue_deadlines_do(kind: str) -> None:
+    async def main() -> None:
+        clock, gate = FakeClock(), Gate()
+        scheduler = AsyncPriorityScheduler(3, clock=clock, run_timeout=5.0)
+        slow = scheduler.submit(gate, "slow")
+        own = scheduler.options(run_timeout=8.0).submit(gate, "own")
+        quick = scheduler.submit(returning, "quick")
+        assert await quick == "quick"  # ended before its deadline: nothing of it is timed
+        await settle()
+        assert gate.started == ["slow", "own"]
+        scheduler._check_invariants()
+        clock.advance(4.5)
+        scheduler._wake_timer()
+        assert not slow.done(), "timed out before its run_timeout on the scheduler's clock"
+        clock.advance(0.5)
+        scheduler._wake_timer()  # the timer is due: 5 s on the scheduler's clock
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=5.0")):
+            slow.result()
+        assert not own.done()
+        await settle()
+        assert gate.finished == ["slow"], "its coroutine was not cancelled"
+        clock.advance(3.0)
+        scheduler._wake_timer()
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=8.0")):
+            await own
+        stats = await accounted(scheduler)
+        assert (stats.failed, stats.completed) == (2, 1)
+
+    drive(kind, main)
+
+
+def test_a_run_timeout_whose_start_the_clock_could_not_stamp_runs_on_the_loops_clock(
+    kind: str, futures_log: list[Any]
+) -> None:
+    async def main() -> None:
+        failing = False
+
+        def clock() -> float:
+            if failing:
+                raise OSError("the clock failed")
+            return 1000.0
+
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(1, clock=clock, run_timeout=0.02)
+        failing = True
+        slow = scheduler.submit(gate, "slow")
+        failing = False
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=0.02")):
+            await slow
+        await accounted(scheduler)
+
+    drive(kind, main)
+    # Read at the submit and at the start.
+    failure = "The pool's clock raised; deadlines wait until it works"
+    assert [r.getMessage() for r in futures_log] == [failure] * 2
+
+
 # -- 7. failures -------------------------------------------------------------------------------
 
 

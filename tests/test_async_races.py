@@ -8,9 +8,11 @@ options (ageing x max_queued x when_full x views), and checks the invariants aft
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import sys
 import threading
+import weakref
 from typing import Any, Optional
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, returning, settle
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
+from priority_executor._aio_core import COMPACT_SLACK
 from support import exact
 
 OPTIONS = [
@@ -282,6 +285,48 @@ def test_run_timeout_frees_the_slot_only_when_the_coroutine_ends(kind: str) -> N
         assert recorder.order == []
         cleanup.open()
         assert await nxt == "next"
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_coroutine_that_ends_as_its_run_deadline_comes_keeps_its_result(kind: str) -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        scheduler = AsyncPriorityScheduler(1, clock=clock, run_timeout=5.0)
+
+        def deadline_comes() -> None:  # after the coroutine returned, before its reaping
+            clock.advance(5.0)
+            scheduler._wake_timer()
+
+        async def ends_in_time() -> str:
+            asyncio.get_running_loop().call_soon(deadline_comes)
+            return "in time"
+
+        assert await scheduler.run(ends_in_time) == "in time"
+        stats = await accounted(scheduler)
+        assert (stats.completed, stats.failed) == (1, 0)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_run_deadlines_of_ended_tasks_neither_pile_up_nor_keep_their_futures(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(2, clock=FakeClock(), run_timeout=5.0)
+        held = scheduler.submit(gate)  # its deadline stays the earliest: the others end under it
+        ended = [scheduler.submit(returning, n) for n in range(10 * COMPACT_SLACK)]
+        await asyncio.gather(*ended)
+        await settle()
+        assert len(scheduler._core.run_deadlines) <= 2 + COMPACT_SLACK + 1
+        kept = [weakref.ref(future) for future in ended]
+        del ended
+        gc.collect()
+        assert [ref() for ref in kept] == [None] * len(kept), "an ended task's future is kept"
+        gate.open()
+        await held
         await accounted(scheduler)
 
     drive(kind, main)

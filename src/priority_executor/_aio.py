@@ -96,14 +96,16 @@ class AsyncPriorityScheduler:
         concurrency: the most coroutines running at once: a positive int, or ``math.inf``.
             Settable while it runs: a higher value starts queued tasks at once, a lower
             one interrupts nothing.
-        clock: the clock of queue deadlines, ageing and rate limits (``time.monotonic``).
+        clock: the clock of queue deadlines, run timeouts, ageing and rate limits
+            (``time.monotonic``).
         ageing, max_queued, rate_limit, key_limit, key_rate_limit: as on
             ``PriorityThreadPoolExecutor``.
         when_full: with ``max_queued`` tasks queued, ``"raise"`` (or ``"reject"``) refuses
             a new one with ``QueueFullError``; ``"evict"`` cancels the lowest queued task if
             the new one ranks above it. ``"block"`` is refused: nothing may block the loop.
-        run_timeout: seconds a coroutine may run; one still running then is cancelled and
-            its future raises ``TimeoutError``. None (the default) for no limit.
+        run_timeout: seconds a coroutine may run, on ``clock``, counted from its start; one
+            still running then is cancelled and its future raises ``TimeoutError``. None
+            (the default) for no limit.
     """
 
     def __init__(
