@@ -264,15 +264,17 @@ def test_bad_concurrency_is_refused_when_made_and_when_set(
 
 def test_constructor_options_are_checked_as_on_the_thread_pool(kind: str) -> None:
     with pytest.raises(
-        ValueError, match=exact("when_full must be 'block', 'raise' or 'evict', got 'drop' (str)")
+        ValueError, match=exact("when_full must be 'raise', 'reject' or 'evict', got 'drop' (str)")
     ):
         AsyncPriorityScheduler(max_queued=2, when_full="drop")
     block = (
-        "when_full='block' is not for async code: a submit never blocks the loop;"
-        " a caller that awaits run() is already paced. Use 'raise' or 'evict'"
+        "when_full must be 'raise', 'reject' or 'evict', got 'block' (str):"
+        " a submit never blocks the event loop"
     )
     with pytest.raises(ValueError, match=exact(block)):
         AsyncPriorityScheduler(max_queued=2, when_full="block")
+    for accepted in ("raise", "reject", "evict"):
+        AsyncPriorityScheduler(max_queued=2, when_full=accepted)
     with pytest.raises(
         ValueError, match=exact("max_queued must be a positive integer or None, got 0 (int)")
     ):

@@ -36,7 +36,6 @@ from ._policy import (
     check_seconds,
     check_task_options,
     check_timeout,
-    check_when_full,
     describe,
 )
 from ._rates import RateLimit, check_rate_limit
@@ -71,16 +70,17 @@ def check_concurrency(value: object) -> Union[int, float]:
 
 
 def check_async_when_full(value: object) -> WhenFull:
-    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``."""
-    if value == "reject":
+    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``.
+
+    ``"block"`` is refused: a submit never blocks the loop, and a caller that awaits
+    ``run()`` is already paced.
+    """
+    if value == "raise" or value == "reject":
         return "raise"
-    when_full = check_when_full(value)
-    if when_full == "block":
-        raise ValueError(
-            "when_full='block' is not for async code: a submit never blocks the loop;"
-            " a caller that awaits run() is already paced. Use 'raise' or 'evict'"
-        )
-    return when_full
+    if value == "evict":
+        return "evict"
+    why = ": a submit never blocks the event loop" if value == "block" else ""
+    raise ValueError(f"when_full must be 'raise', 'reject' or 'evict', got {describe(value)}{why}")
 
 
 class AsyncPriorityScheduler:
