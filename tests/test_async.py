@@ -1006,6 +1006,22 @@ def test_statistics_are_the_thread_pools_type_with_max_workers_meaning_concurren
     drive(kind, main)
 
 
+def test_an_unbounded_scheduler_reports_its_free_slots_as_infinite(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(math.inf)
+        futures = [scheduler.submit(gate, n) for n in range(3)]
+        stats = scheduler.statistics()
+        assert (stats.max_workers, stats.workers, stats.running) == (None, 3, 3)
+        assert stats.idle_workers == math.inf, "reads as saturated"
+        gate.open()
+        await asyncio.gather(*futures)
+        stats = await accounted(scheduler)
+        assert (stats.workers, stats.idle_workers) == (0, math.inf)
+
+    drive(kind, main)
+
+
 def test_aclose_refuses_new_work_cancels_queued_if_asked_and_waits_for_the_rest(
     kind: str,
 ) -> None:

@@ -373,11 +373,11 @@ class AsyncPriorityScheduler:
         """A snapshot of the counts, as ``PriorityThreadPoolExecutor.statistics()`` has them.
 
         ``max_workers`` is ``concurrency`` (None for ``math.inf``), ``workers`` the running
-        coroutines, ``idle_workers`` the free slots.
+        coroutines, ``idle_workers`` the free slots (``math.inf`` for ``math.inf``).
         """
         core = self._core
         limit = core.concurrency
-        free = 0 if limit == math.inf else max(0, int(limit) - core.running)
+        free = math.inf if limit == math.inf else max(0, int(limit) - core.running)
         return core.statistics_locked(
             workers=core.running,
             idle_workers=free,
