@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import sys
 import threading
 import weakref
@@ -17,47 +16,23 @@ from typing import Any, Optional
 
 import pytest
 
-from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, returning, settle
+from aio_support import (
+    LOOPS,
+    OPTIONS,
+    Gate,
+    Peak,
+    Recorder,
+    accounted,
+    drive,
+    ids,
+    make,
+    returning,
+    settle,
+)
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
 from priority_executor._aio_core import COMPACT_SLACK
 from support import exact
-
-OPTIONS = [
-    {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
-    for ageing, (max_queued, when_full), view in itertools.product(
-        (None, 1.0), ((None, "raise"), (50, "raise"), (50, "evict")), (False, True)
-    )
-]
-
-
-def ids(options: dict[str, Any]) -> str:
-    return "-".join(f"{k}={v}" for k, v in options.items())
-
-
-class Through:
-    """Submits to a scheduler directly, or through a view made for each task's options."""
-
-    def __init__(self, scheduler: AsyncPriorityScheduler, view: bool) -> None:
-        self.scheduler = scheduler
-        self.view = view
-
-    def submit(self, fn: Any, *args: Any, timeout: Optional[float] = None) -> Any:
-        if self.view:
-            return self.scheduler.options(key="k", timeout=timeout).submit(fn, *args)
-        return self.scheduler.submit(fn, *args, timeout=timeout)
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        return await self.submit(fn, *args)
-
-
-def make(
-    options: dict[str, Any], concurrency: int = 1, **more: Any
-) -> tuple[AsyncPriorityScheduler, Through]:
-    """A scheduler with ``options``, and what to submit through: itself or a view."""
-    chosen = {k: v for k, v in options.items() if k != "view"}
-    scheduler = AsyncPriorityScheduler(concurrency, **chosen, **more)
-    return scheduler, Through(scheduler, options["view"])
 
 
 @pytest.mark.parametrize("kind", LOOPS)

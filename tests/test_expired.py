@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from aio_support import LOOPS, accounted, drive, settle
+from aio_support import LOOPS, OPTIONS, accounted, drive, ids, make, settle
 from aio_support import Gate as AsyncGate
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import (
@@ -465,16 +465,17 @@ def test_evicted_and_aclose_cancelled_async_tasks_are_not_expired(kind: str) -> 
 
 
 @pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
 @pytest.mark.parametrize("path", ["timer", "take"])
 def test_an_async_cancel_from_the_callback_of_a_future_expiring_with_it_has_one_outcome(
-    kind: str, path: str
+    kind: str, options: dict[str, Any], path: str
 ) -> None:
     async def main() -> None:
         clock, gate = FakeClock(), AsyncGate()
-        scheduler = AsyncPriorityScheduler(1, clock=clock, ageing=2.0)
+        scheduler, through = make(options, clock=clock)
         held_task = scheduler.submit(gate)
-        first = scheduler.submit(gate, "first", timeout=FAR)
-        second = scheduler.submit(gate, "second", timeout=FAR)
+        first = through.submit(gate, "first", timeout=FAR)
+        second = through.submit(gate, "second", timeout=FAR)
         outcomes: list[tuple[bool, bool]] = []
 
         def cancel_the_other(future: asyncio.Future[Any]) -> None:
@@ -483,26 +484,32 @@ def test_an_async_cancel_from_the_callback_of_a_future_expiring_with_it_has_one_
 
         first.add_done_callback(cancel_the_other)
         second.add_done_callback(cancel_the_other)
-        clock.advance(FAR)
+        clock.advance(FAR)  # the loop's timer waits FAR real seconds: only a wake moves it
         if path == "timer":
             scheduler._wake_timer()
-        gate.open()
+        gate.open()  # path "take": the take after the gate finds both due
         await held_task
         await settle()
+        # Both were cancelled before either's callbacks ran: each cancel from a callback
+        # finds the other expired, and fails (an asyncio future's cancel() of a done one).
         assert outcomes == [(False, True)] * 2
         assert [expired(first), expired(second)] == [True, True]
-        await accounted(scheduler)
+        stats = await accounted(scheduler)
+        assert stats.expired == 2
 
     drive(kind, main)
 
 
 @pytest.mark.parametrize("kind", LOOPS)
-def test_an_async_users_cancel_read_from_the_deciding_clock_wins(kind: str) -> None:
+@pytest.mark.parametrize("options", OPTIONS, ids=ids)
+def test_an_async_users_cancel_read_from_the_deciding_clock_wins(
+    kind: str, options: dict[str, Any]
+) -> None:
     async def main() -> None:
         clock, gate = JumpsAsItDecides(), AsyncGate()
-        scheduler = AsyncPriorityScheduler(1, clock=clock)
+        scheduler, through = make(options, clock=clock)
         held_task = scheduler.submit(gate)
-        victim = scheduler.submit(gate, "victim", timeout=FAR)
+        victim = through.submit(gate, "victim", timeout=FAR)
         cancelled: list[tuple[bool, bool]] = []
         clock.then = lambda: cancelled.append((victim.cancel(), expired(victim)))
         clock.watch(victim, lambda: scheduler._core.queue.entries)
