@@ -118,13 +118,18 @@ def expired(future: Future[Any] | asyncio.Future[Any]) -> bool:
     future that is not done, that ran (even one that failed or was cancelled while it ran),
     that its user cancelled, that was evicted from a full queue (``when_full="evict"``) or
     cancelled by ``shutdown(cancel_futures=True)`` or ``aclose(cancel_futures=True)``, and
-    for a future no scheduler of this package made.
+    for a future no scheduler of this package made. On an ``AsyncPriorityScheduler`` the
+    expired future's ``CancelledError`` also says so: "queue deadline passed after 2.0 s"
+    for ``timeout=2.0``.
 
     The mark is made in the step that cancels the future, before ``result()``, ``wait()``
     or any done-callback can see it cancelled: a done-callback that calls ``expired`` sees
     True. A user's ``cancel()`` racing the deadline has one outcome: if it cancelled the
-    future first, ``expired`` is False for ever; otherwise ``cancel()`` returned False and
-    ``expired`` is True. A future marked expired never ran.
+    future first, ``expired`` is False for ever; otherwise ``expired`` is True, and the
+    user's ``cancel()`` changed nothing (on a ``concurrent.futures.Future`` it returns True
+    all the same, as it does for any cancelled future; on an asyncio one, False). The
+    statistics count the future the same way (``expired`` or ``cancelled``). A future
+    marked expired never ran.
 
     It does not block, keeps no reference to ``future``, and is safe to call from any
     thread, also while the future settles.
