@@ -24,9 +24,9 @@ The flows
    leaves the queue in O(1) (``unqueue_locked``) and never starts, a running one has its Task
    cancelled, and its slot stays taken until the coroutine ends.
 5. **Time.** :meth:`AsyncCore._on_timer` expires what the clock has passed and opens rate
-   slots (``pop_due_locked``), re-arms for the next, and pumps. Deadlines are on the
-   scheduler's clock, and so are run timeouts (``run_deadlines``), which the same turn times
-   out; the handle waits the difference on the loop's. Every expiry (there,
+   slots (``pop_due_locked``), times out the running tasks past their ``run_timeout``
+   (``run_deadlines``), re-arms for the next, and pumps. Both kinds of deadline are on the
+   scheduler's clock; the handle waits the difference on the loop's. Every expiry (there,
    at a submit with ``timeout=0``, or at a take that finds a task due) goes through
    :meth:`AsyncCore._expire`, which marks the future expired, then cancels it with
    :func:`deadline_message`.

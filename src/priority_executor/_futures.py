@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from concurrent.futures import Future
 from concurrent.futures import _base as futures_base
 from typing import Any, Callable
@@ -82,10 +83,10 @@ def cancel_quietly(future: Future[Any], expired: bool = False) -> bool:
         False if it was not pending (a user's ``cancel()`` won and runs them itself).
     """
     if not TWO_PHASE:
-        # The callbacks run here, inline, before the mark: late, but never on a future a
-        # user's cancel() won.
-        if future.cancel() and expired:
-            mark_expired(future)
+        if expired:
+            _cancel_marked(future)
+        else:
+            future.cancel()  # the callbacks run here, inline
         return False
     condition = future._condition
     with condition:
@@ -96,6 +97,30 @@ def cancel_quietly(future: Future[Any], expired: bool = False) -> bool:
             mark_expired(future)
         condition.notify_all()
     return True
+
+
+def _cancel_marked(future: Future[Any]) -> None:
+    """``cancel()``, marking the future expired if this call is the one that cancels it.
+
+    Without the internals, who cancelled a future shows only in where its callbacks run:
+    inline, in the thread whose ``cancel()`` changed its state. ``cancel()`` itself returns
+    True for a future a user cancelled first, so the mark is made by a callback added just
+    before, which marks only if it runs inside this call. Callbacks added before it see the
+    future unmarked.
+    """
+    thread = threading.get_ident()
+    cancelling = False
+
+    def mark(done: Future[Any]) -> None:
+        if cancelling and threading.get_ident() == thread:
+            mark_expired(done)
+
+    future.add_done_callback(mark)  # a done future: called at once, and marks nothing
+    cancelling = True
+    try:
+        future.cancel()
+    finally:
+        cancelling = False
 
 
 #: The attribute that marks a future its scheduler cancelled because its queue deadline

@@ -117,10 +117,14 @@ class Settler:
         """Count as its user settled it each task counted expired that its deadline did not
         cancel: its user's ``cancel()`` (or ``set_result``) came between the task's leaving
         the queue and its settling, so ``statistics()`` agrees with ``expired()``."""
+        tally = self.sink.tally
         for entry, future in zip(due, futures):
-            if not marked_expired(future):
-                outcome = "cancelled" if is_cancelled(future) else "completed"
-                self.sink.tally.overtaken(entry.priority, outcome)
+            if marked_expired(future):
+                continue
+            if is_cancelled(future):
+                tally.overtaken(entry.priority, "cancelled")
+            elif future.done():  # a result set by hand; one still pending was cut short
+                tally.overtaken(entry.priority, "completed")
 
     def call_later(self, jobs: list[Job]) -> None:
         """:meth:`later` for jobs no future stands for (listeners): counted here first.
