@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import sys
 import warnings
 from collections.abc import Coroutine
@@ -26,7 +27,7 @@ LOOPS = ["asyncio", "uvloop"]
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     if kind == "uvloop":
-        uvloop = pytest.importorskip("uvloop", reason="uvloop does not install on this Python")
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed (the aio extra)")
         loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         return loop
     return asyncio.new_event_loop()
@@ -138,3 +139,43 @@ class Peak:
                 await asyncio.sleep(0 if seconds is None else seconds)
         finally:
             self.now -= 1
+
+
+# -- the options an attack runs across -------------------------------------------------------
+
+#: ageing x max_queued/when_full x submitting through a view.
+OPTIONS = [
+    {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
+    for ageing, (max_queued, when_full), view in itertools.product(
+        (None, 1.0), ((None, "raise"), (50, "raise"), (50, "evict")), (False, True)
+    )
+]
+
+
+def ids(options: dict[str, Any]) -> str:
+    return "-".join(f"{k}={v}" for k, v in options.items())
+
+
+class Through:
+    """Submits to a scheduler directly, or through a view made for each task's options."""
+
+    def __init__(self, scheduler: AsyncPriorityScheduler, view: bool) -> None:
+        self.scheduler = scheduler
+        self.view = view
+
+    def submit(self, fn: Any, *args: Any, timeout: Optional[float] = None) -> Any:
+        if self.view:
+            return self.scheduler.options(key="k", timeout=timeout).submit(fn, *args)
+        return self.scheduler.submit(fn, *args, timeout=timeout)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        return await self.submit(fn, *args)
+
+
+def make(
+    options: dict[str, Any], concurrency: int = 1, **more: Any
+) -> tuple[AsyncPriorityScheduler, Through]:
+    """A scheduler with ``options``, and what to submit through: itself or a view."""
+    chosen = {k: v for k, v in options.items() if k != "view"}
+    scheduler = AsyncPriorityScheduler(concurrency, **chosen, **more)
+    return scheduler, Through(scheduler, options["view"])

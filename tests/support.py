@@ -7,6 +7,7 @@ lock, a queue or a count of waiting threads goes through it, so that the day tha
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Generic, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, NamedTuple, Optional, TypeVar, Union
 
 import pytest
 
@@ -286,6 +287,54 @@ def make_pool(kind: str, workers: int = 1, **options: Any) -> AnyPool:
         return PriorityThreadPoolExecutor(max_workers=workers, **options)
     assert kind == "front", kind
     return PriorityExecutor(ThreadPoolExecutor(workers), **options)
+
+
+#: (max_queued, when_full): unbounded, and each policy on a queue of four.
+LIMITS = [(None, "block"), (4, "block"), (4, "raise"), (4, "evict")]
+
+
+class Config(NamedTuple):
+    """One combination of the options a guarantee of both executors must hold across."""
+
+    kind: str
+    ageing: Optional[float]
+    max_queued: Optional[int]
+    when_full: str
+    view: bool
+
+    def pool(self, clock: Optional[FakeClock] = None, workers: int = 1) -> AnyPool:
+        options: dict[str, Any] = {"ageing": self.ageing, "max_queued": self.max_queued}
+        options["when_full"] = self.when_full
+        if clock is not None:
+            options["clock"] = clock
+        pool = make_pool(self.kind, workers, **options)
+        if clock is not None:
+            clock.attach(pool)
+        return pool
+
+    def submit(
+        self,
+        pool: AnyPool,
+        fn: Callable[..., Any],
+        *args: Any,
+        priority: float = 0,
+        timeout: Optional[float] = None,
+    ) -> Future[Any]:
+        """``pool.submit`` with these options, or the same through a view."""
+        if self.view:
+            return pool.options(priority=priority, timeout=timeout).submit(fn, *args)
+        return pool.submit(fn, *args, priority=priority, timeout=timeout)
+
+
+CONFIGS = [
+    pytest.param(
+        Config(kind, ageing, queued, full, view),
+        id=f"{kind}-{ageing}-{queued}-{full}-{'view' if view else 'pool'}",
+    )
+    for kind, ageing, (queued, full), view in itertools.product(
+        KINDS, AGEING, LIMITS, [False, True]
+    )
+]
 
 
 # -- a pool held by a gate ------------------------------------------------------------------

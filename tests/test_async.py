@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import math
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -126,6 +127,59 @@ def test_a_coroutine_object_left_in_the_queue_by_aclose_is_closed(kind: str) -> 
     drive(kind, main)
 
 
+def test_a_coroutine_object_whose_submit_is_refused_is_closed_by_every_refusal(
+    kind: str, thread_deaths: list[str]
+) -> None:
+    async def never() -> None:
+        raise AssertionError("a refused coroutine ran")
+
+    def refused(submit: Callable[[Any], object], error: type[BaseException]) -> None:
+        coro = never()
+        with pytest.raises(error):
+            submit(coro)
+        assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED, "left unclosed"
+
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(1, max_queued=1)
+        view = scheduler.options(priority=Priority.HIGH)
+        # The argument checks, which come before anything changes:
+        refused(lambda coro: scheduler.submit(coro, priority=math.nan), ValueError)
+        refused(lambda coro: scheduler.submit(coro, priority="high"), TypeError)  # type: ignore[arg-type]
+        refused(lambda coro: scheduler.submit(coro, timeout=-1.0), ValueError)
+        refused(lambda coro: scheduler.submit(coro, "an argument"), TypeError)
+        refused(lambda coro: view.submit(coro, "an argument"), TypeError)
+        stats = scheduler.statistics()
+        assert (stats.submitted, stats.rejected) == (0, 0), "a refused check changed the counts"
+        # The wrong thread, and another loop:
+        elsewhere = [
+            lambda: refused(scheduler.submit, RuntimeError),
+            lambda: refused(view.submit, RuntimeError),
+            lambda: asyncio.run(_in_coroutine(refused, scheduler.submit, RuntimeError)),
+        ]
+        await scheduler.run(asyncio.sleep, 0)  # bound to this loop from now on
+        for attempt in elsewhere:
+            thread = threading.Thread(target=attempt)  # its failure is the thread's death
+            thread.start()
+            thread.join(TIMEOUT)
+        assert not thread_deaths
+        # A full queue, and a closed scheduler:
+        scheduler.pause()
+        scheduler.submit(asyncio.sleep, 0)
+        refused(scheduler.submit, QueueFullError)
+        closing = asyncio.ensure_future(scheduler.aclose())
+        await settle()
+        refused(scheduler.submit, RuntimeError)
+        await closing
+        await accounted(scheduler)
+        # drive() turns a "coroutine was never awaited" warning into an error.
+
+    drive(kind, main)
+
+
+async def _in_coroutine(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)
+
+
 def test_fn_that_returns_no_awaitable_fails_its_future_naming_run_in_executor(kind: str) -> None:
     async def main() -> None:
         scheduler = AsyncPriorityScheduler(2)
@@ -210,15 +264,17 @@ def test_bad_concurrency_is_refused_when_made_and_when_set(
 
 def test_constructor_options_are_checked_as_on_the_thread_pool(kind: str) -> None:
     with pytest.raises(
-        ValueError, match=exact("when_full must be 'block', 'raise' or 'evict', got 'drop' (str)")
+        ValueError, match=exact("when_full must be 'raise', 'reject' or 'evict', got 'drop' (str)")
     ):
         AsyncPriorityScheduler(max_queued=2, when_full="drop")
     block = (
-        "when_full='block' is not for async code: a submit never blocks the loop;"
-        " a caller that awaits run() is already paced. Use 'raise' or 'evict'"
+        "when_full must be 'raise', 'reject' or 'evict', got 'block' (str):"
+        " a submit never blocks the event loop"
     )
     with pytest.raises(ValueError, match=exact(block)):
         AsyncPriorityScheduler(max_queued=2, when_full="block")
+    for accepted in ("raise", "reject", "evict"):
+        AsyncPriorityScheduler(max_queued=2, when_full=accepted)
     with pytest.raises(
         ValueError, match=exact("max_queued must be a positive integer or None, got 0 (int)")
     ):
@@ -650,6 +706,63 @@ def test_run_timeout_cancels_a_coroutine_that_runs_too_long_and_raises_timeout_e
     drive(kind, main)
 
 
+def test_run_timeout_follows_the_schedulers_clock_as_queue_deadlines_do(kind: str) -> None:
+    async def main() -> None:
+        clock, gate = FakeClock(), Gate()
+        scheduler = AsyncPriorityScheduler(3, clock=clock, run_timeout=5.0)
+        slow = scheduler.submit(gate, "slow")
+        own = scheduler.options(run_timeout=8.0).submit(gate, "own")
+        quick = scheduler.submit(returning, "quick")
+        assert await quick == "quick"  # ended before its deadline: nothing of it is timed
+        await settle()
+        assert gate.started == ["slow", "own"]
+        scheduler._check_invariants()
+        clock.advance(4.5)
+        scheduler._wake_timer()
+        assert not slow.done(), "timed out before its run_timeout on the scheduler's clock"
+        clock.advance(0.5)
+        scheduler._wake_timer()  # the timer is due: 5 s on the scheduler's clock
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=5.0")):
+            slow.result()
+        assert not own.done()
+        await settle()
+        assert gate.finished == ["slow"], "its coroutine was not cancelled"
+        clock.advance(3.0)
+        scheduler._wake_timer()
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=8.0")):
+            await own
+        stats = await accounted(scheduler)
+        assert (stats.failed, stats.completed) == (2, 1)
+
+    drive(kind, main)
+
+
+def test_a_run_timeout_whose_start_the_clock_could_not_stamp_runs_on_the_loops_clock(
+    kind: str, futures_log: list[Any]
+) -> None:
+    async def main() -> None:
+        failing = False
+
+        def clock() -> float:
+            if failing:
+                raise OSError("the clock failed")
+            return 1000.0
+
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(1, clock=clock, run_timeout=0.02)
+        failing = True
+        slow = scheduler.submit(gate, "slow")
+        failing = False
+        with pytest.raises(asyncio.TimeoutError, match=exact("the task ran past run_timeout=0.02")):
+            await slow
+        await accounted(scheduler)
+
+    drive(kind, main)
+    # Read at the submit and at the start.
+    failure = "The pool's clock raised; deadlines wait until it works"
+    assert [r.getMessage() for r in futures_log] == [failure] * 2
+
+
 # -- 7. failures -------------------------------------------------------------------------------
 
 
@@ -834,6 +947,41 @@ def test_join_from_inside_a_task_is_refused(kind: str) -> None:
     drive(kind, main)
 
 
+ACLOSE_MESSAGE = "cannot aclose() from one of the scheduler's own tasks: it would wait for itself"
+
+
+def test_aclose_from_inside_a_task_is_refused_and_leaves_the_scheduler_open(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(1)
+
+        async def closes() -> None:
+            await scheduler.aclose(cancel_futures=True)
+
+        async def leaves_async_with() -> None:
+            async with scheduler:
+                raise LookupError("the body failed")
+
+        closing = scheduler.submit(closes)
+        leaving = scheduler.submit(leaves_async_with)
+        queued = scheduler.submit(gate, "queued")
+        with pytest.raises(RuntimeError, match=exact(ACLOSE_MESSAGE)):
+            await closing
+        with pytest.raises(RuntimeError, match=exact(ACLOSE_MESSAGE)):
+            await leaving
+        assert not queued.done(), "the refused aclose() cancelled what was queued"
+        assert repr(scheduler).startswith("<AsyncPriorityScheduler running")
+        later = scheduler.submit(returning, "later")  # still open
+        gate.open()
+        assert await queued == "queued"
+        assert await later == "later"
+        await scheduler.aclose()
+        stats = await accounted(scheduler)
+        assert (stats.failed, stats.completed, stats.cancelled) == (2, 2, 0)
+
+    drive(kind, main)
+
+
 def test_statistics_are_the_thread_pools_type_with_max_workers_meaning_concurrency(
     kind: str,
 ) -> None:
@@ -854,6 +1002,22 @@ def test_statistics_are_the_thread_pools_type_with_max_workers_meaning_concurren
         assert stats.completed == 5
         assert stats.wait[2].count == 1
         assert stats.run[0].count == 2
+
+    drive(kind, main)
+
+
+def test_an_unbounded_scheduler_reports_its_free_slots_as_infinite(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(math.inf)
+        futures = [scheduler.submit(gate, n) for n in range(3)]
+        stats = scheduler.statistics()
+        assert (stats.max_workers, stats.workers, stats.running) == (None, 3, 3)
+        assert stats.idle_workers == math.inf, "reads as saturated"
+        gate.open()
+        await asyncio.gather(*futures)
+        stats = await accounted(scheduler)
+        assert (stats.workers, stats.idle_workers) == (0, math.inf)
 
     drive(kind, main)
 

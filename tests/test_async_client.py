@@ -32,7 +32,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @pytest.mark.parametrize("kind", LOOPS)
 def test_high_requests_submitted_last_finish_first_through_httpx(kind: str) -> None:
-    httpx = pytest.importorskip("httpx", reason="httpx does not install on this Python")
+    httpx = pytest.importorskip("httpx", reason="httpx is not installed (the aio extra)")
 
     async def main() -> None:
         server = await asyncio.start_server(serve, "127.0.0.1", 0)

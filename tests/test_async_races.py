@@ -8,52 +8,31 @@ options (ageing x max_queued x when_full x views), and checks the invariants aft
 from __future__ import annotations
 
 import asyncio
-import itertools
+import gc
 import sys
 import threading
+import weakref
 from typing import Any, Optional
 
 import pytest
 
-from aio_support import LOOPS, Gate, Peak, Recorder, accounted, drive, settle
+from aio_support import (
+    LOOPS,
+    OPTIONS,
+    Gate,
+    Peak,
+    Recorder,
+    accounted,
+    drive,
+    ids,
+    make,
+    returning,
+    settle,
+)
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
-
-OPTIONS = [
-    {"ageing": ageing, "max_queued": max_queued, "when_full": when_full, "view": view}
-    for ageing, (max_queued, when_full), view in itertools.product(
-        (None, 1.0), ((None, "raise"), (50, "raise"), (50, "evict")), (False, True)
-    )
-]
-
-
-def ids(options: dict[str, Any]) -> str:
-    return "-".join(f"{k}={v}" for k, v in options.items())
-
-
-class Through:
-    """Submits to a scheduler directly, or through a view made for each task's options."""
-
-    def __init__(self, scheduler: AsyncPriorityScheduler, view: bool) -> None:
-        self.scheduler = scheduler
-        self.view = view
-
-    def submit(self, fn: Any, *args: Any, timeout: Optional[float] = None) -> Any:
-        if self.view:
-            return self.scheduler.options(key="k", timeout=timeout).submit(fn, *args)
-        return self.scheduler.submit(fn, *args, timeout=timeout)
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        return await self.submit(fn, *args)
-
-
-def make(
-    options: dict[str, Any], concurrency: int = 1, **more: Any
-) -> tuple[AsyncPriorityScheduler, Through]:
-    """A scheduler with ``options``, and what to submit through: itself or a view."""
-    chosen = {k: v for k, v in options.items() if k != "view"}
-    scheduler = AsyncPriorityScheduler(concurrency, **chosen, **more)
-    return scheduler, Through(scheduler, options["view"])
+from priority_executor._aio_core import COMPACT_SLACK
+from support import exact
 
 
 @pytest.mark.parametrize("kind", LOOPS)
@@ -281,6 +260,48 @@ def test_run_timeout_frees_the_slot_only_when_the_coroutine_ends(kind: str) -> N
         assert recorder.order == []
         cleanup.open()
         assert await nxt == "next"
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_coroutine_that_ends_as_its_run_deadline_comes_keeps_its_result(kind: str) -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        scheduler = AsyncPriorityScheduler(1, clock=clock, run_timeout=5.0)
+
+        def deadline_comes() -> None:  # after the coroutine returned, before its reaping
+            clock.advance(5.0)
+            scheduler._wake_timer()
+
+        async def ends_in_time() -> str:
+            asyncio.get_running_loop().call_soon(deadline_comes)
+            return "in time"
+
+        assert await scheduler.run(ends_in_time) == "in time"
+        stats = await accounted(scheduler)
+        assert (stats.completed, stats.failed) == (1, 0)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_run_deadlines_of_ended_tasks_neither_pile_up_nor_keep_their_futures(kind: str) -> None:
+    async def main() -> None:
+        gate = Gate()
+        scheduler = AsyncPriorityScheduler(2, clock=FakeClock(), run_timeout=5.0)
+        held = scheduler.submit(gate)  # its deadline stays the earliest: the others end under it
+        ended = [scheduler.submit(returning, n) for n in range(10 * COMPACT_SLACK)]
+        await asyncio.gather(*ended)
+        await settle()
+        assert len(scheduler._core.run_deadlines) <= 2 + COMPACT_SLACK + 1
+        kept = [weakref.ref(future) for future in ended]
+        del ended
+        gc.collect()
+        assert [ref() for ref in kept] == [None] * len(kept), "an ended task's future is kept"
+        gate.open()
+        await held
         await accounted(scheduler)
 
     drive(kind, main)
@@ -610,6 +631,24 @@ def test_join_from_an_eagerly_started_first_step_is_refused() -> None:
 
         with pytest.raises(RuntimeError, match="it would wait for itself"):
             await scheduler.submit(joins_itself)
+        await accounted(scheduler)
+
+    drive("asyncio", main)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task factories are 3.12+")
+def test_aclose_from_an_eagerly_started_first_step_is_refused_and_leaves_it_open() -> None:
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        scheduler = AsyncPriorityScheduler(2)
+
+        async def closes() -> None:
+            await scheduler.aclose()
+
+        message = "cannot aclose() from one of the scheduler's own tasks: it would wait for itself"
+        with pytest.raises(RuntimeError, match=exact(message)):
+            await scheduler.submit(closes)
+        assert await scheduler.run(returning, "still open") == "still open"
         await accounted(scheduler)
 
     drive("asyncio", main)

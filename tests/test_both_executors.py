@@ -10,74 +10,27 @@ synchronise; every wait has a timeout.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from concurrent.futures import CancelledError, Future, wait
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import QueueFullError
 from support import (
-    AGEING,
-    KINDS,
+    CONFIGS,
     SHUTDOWN_MESSAGE,
     AnyPool,
+    Config,
     Recorder,
     assert_accounted,
     assert_done_promptly,
     in_thread,
     internals,
-    make_pool,
     wait_blocked,
     wait_until,
 )
-
-#: (max_queued, when_full): unbounded, and each policy on a queue of four.
-LIMITS = [(None, "block"), (4, "block"), (4, "raise"), (4, "evict")]
-
-
-class Config(NamedTuple):
-    kind: str
-    ageing: Optional[float]
-    max_queued: Optional[int]
-    when_full: str
-    view: bool
-
-    def pool(self, clock: Optional[FakeClock] = None, workers: int = 1) -> AnyPool:
-        options: dict[str, Any] = {"ageing": self.ageing, "max_queued": self.max_queued}
-        options["when_full"] = self.when_full
-        if clock is not None:
-            options["clock"] = clock
-        pool = make_pool(self.kind, workers, **options)
-        if clock is not None:
-            clock.attach(pool)
-        return pool
-
-    def submit(
-        self,
-        pool: AnyPool,
-        fn: Callable[..., Any],
-        *args: Any,
-        priority: float = 0,
-        timeout: Optional[float] = None,
-    ) -> Future[Any]:
-        """``pool.submit`` with these options, or the same through a view."""
-        if self.view:
-            return pool.options(priority=priority, timeout=timeout).submit(fn, *args)
-        return pool.submit(fn, *args, priority=priority, timeout=timeout)
-
-
-CONFIGS = [
-    pytest.param(
-        Config(kind, ageing, queued, full, view),
-        id=f"{kind}-{ageing}-{queued}-{full}-{'view' if view else 'pool'}",
-    )
-    for kind, ageing, (queued, full), view in itertools.product(
-        KINDS, AGEING, LIMITS, [False, True]
-    )
-]
 
 
 def held(config: Config, gate: Gate, clock: Optional[FakeClock] = None) -> AnyPool:

@@ -235,7 +235,7 @@ class TestCopyContextOnAFront:
 
     @pytest.mark.skipif(
         not hasattr(concurrent.futures, "InterpreterPoolExecutor"),
-        reason="InterpreterPoolExecutor: 3.14",
+        reason="concurrent.futures has no InterpreterPoolExecutor (it came in 3.14)",
     )
     def test_is_refused_for_an_interpreter_pool(self) -> None:
         interpreters = concurrent.futures.InterpreterPoolExecutor(1)  # type: ignore[attr-defined]

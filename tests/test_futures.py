@@ -134,3 +134,47 @@ def test_is_cancelled_reads_a_done_future_as_cancelled_does() -> None:
         getattr(done, settle)(ValueError() if settle == "set_exception" else 1)
         assert not _futures.is_cancelled(done)
         assert _futures.is_cancelled(done) == done.cancelled()
+
+
+@pytest.mark.parametrize("two_phase", [True, False], ids=["internals", "public cancel()"])
+def test_cancel_quietly_marks_expired_only_a_future_it_cancels(
+    monkeypatch: pytest.MonkeyPatch, two_phase: bool
+) -> None:
+    monkeypatch.setattr(_futures, "TWO_PHASE", two_phase)
+    seen: list[bool] = []
+    expiring: Future[int] = Future()
+    _futures.cancel_quietly(expiring, expired=True)
+    expiring.add_done_callback(lambda f: seen.append(_futures.expired(f)))
+    assert expiring.cancelled()
+    assert _futures.expired(expiring)
+    by_user: Future[int] = Future()
+    by_user.add_done_callback(lambda f: seen.append(_futures.expired(f)))
+    assert by_user.cancel()  # its user's cancel() comes first
+    _futures.cancel_quietly(by_user, expired=True)
+    assert not _futures.expired(by_user)
+    ran: Future[int] = Future()
+    assert ran.set_running_or_notify_cancel()
+    _futures.cancel_quietly(ran, expired=True)
+    assert not ran.cancelled()
+    assert not _futures.expired(ran)
+    assert seen == [True, False]
+
+
+def test_without_the_internals_a_users_cancel_racing_the_mark_is_never_marked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The user's cancel() lands inside the pool's, between its callback and its cancel().
+    monkeypatch.setattr(_futures, "TWO_PHASE", False)
+    future: Future[int] = Future()
+    real_add = future.add_done_callback
+
+    def add_then_cancel_elsewhere(fn: Any) -> None:
+        real_add(fn)
+        canceller = threading.Thread(target=future.cancel)
+        canceller.start()
+        canceller.join(TIMEOUT)
+
+    monkeypatch.setattr(future, "add_done_callback", add_then_cancel_elsewhere)
+    _futures.cancel_quietly(future, expired=True)
+    assert future.cancelled()
+    assert not _futures.expired(future), "marked after its user cancelled it"

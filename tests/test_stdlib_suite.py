@@ -68,8 +68,8 @@ def thread_pool_cases(module_name: str) -> list[unittest.TestCase]:
         # Before 3.12 the tests are one module; it runs once, under the first name.
         try:
             module = importlib.import_module("test.test_concurrent_futures")
-        except ImportError:
-            pytest.skip("this Python was installed without its test suite")
+        except ImportError as exc:
+            pytest.skip(f"this Python's test.test_concurrent_futures does not import: {exc}")
         if module_name != MODULES[0]:
             pytest.skip(f"this Python's tests are one module, run as {MODULES[0]}")
     cases: list[unittest.TestCase] = []

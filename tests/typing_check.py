@@ -8,6 +8,7 @@ rejected starts being accepted.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Optional, Union
@@ -21,6 +22,7 @@ from priority_executor import (
     PriorityExecutor,
     PriorityThreadPoolExecutor,
     RateLimit,
+    expired,
 )
 
 
@@ -77,6 +79,12 @@ def check_priority_enum() -> None:
     assert_type(
         PriorityThreadPoolExecutor(max_workers=2, clock=lambda: 0.0), PriorityThreadPoolExecutor
     )
+
+
+def check_expired(pool: PriorityThreadPoolExecutor, scheduler: AsyncPriorityScheduler) -> None:
+    assert_type(expired(pool.submit(str, 1, timeout=0)), bool)
+    assert_type(expired(scheduler.submit(asyncio.sleep, 0, timeout=0)), bool)
+    expired(pool)  # type: ignore[arg-type]
 
 
 def check_rejected(pool: PriorityThreadPoolExecutor) -> None:

@@ -14,6 +14,7 @@ from ._aio import AsyncPriorityScheduler, AsyncView
 from ._delegating import PriorityExecutor
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
+from ._futures import expired
 from ._listeners import ListenerHandle, TaskInfo
 from ._options import PoolView
 from ._policy import Priority
@@ -34,6 +35,7 @@ __all__ = [
     "RateLimit",
     "TaskInfo",
     "__version__",
+    "expired",
 ]
 
 __version__ = "0.1.0"

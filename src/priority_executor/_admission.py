@@ -220,7 +220,7 @@ class Admission(Backlog, Generic[RunnerT]):
             if expired:
                 # No one has seen this future yet: it has no waiter and no callback but
                 # the pool's own, which has nothing to do. So it is settled here.
-                cancel_all([entry.future])
+                cancel_all([entry.future], expired=True)
                 tally.add("expired", entry.priority)
             else:
                 if evict is not None:

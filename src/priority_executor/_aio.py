@@ -23,7 +23,7 @@ from collections.abc import Hashable
 from types import TracebackType
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
-from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction
+from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction, close_coroutine
 from ._limits import Limits
 from ._policy import (
     Number,
@@ -36,7 +36,6 @@ from ._policy import (
     check_seconds,
     check_task_options,
     check_timeout,
-    check_when_full,
     describe,
 )
 from ._rates import RateLimit, check_rate_limit
@@ -71,16 +70,17 @@ def check_concurrency(value: object) -> Union[int, float]:
 
 
 def check_async_when_full(value: object) -> WhenFull:
-    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``."""
-    if value == "reject":
+    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``.
+
+    ``"block"`` is refused: a submit never blocks the loop, and a caller that awaits
+    ``run()`` is already paced.
+    """
+    if value == "raise" or value == "reject":
         return "raise"
-    when_full = check_when_full(value)
-    if when_full == "block":
-        raise ValueError(
-            "when_full='block' is not for async code: a submit never blocks the loop;"
-            " a caller that awaits run() is already paced. Use 'raise' or 'evict'"
-        )
-    return when_full
+    if value == "evict":
+        return "evict"
+    why = ": a submit never blocks the event loop" if value == "block" else ""
+    raise ValueError(f"when_full must be 'raise', 'reject' or 'evict', got {describe(value)}{why}")
 
 
 class AsyncPriorityScheduler:
@@ -96,14 +96,16 @@ class AsyncPriorityScheduler:
         concurrency: the most coroutines running at once: a positive int, or ``math.inf``.
             Settable while it runs: a higher value starts queued tasks at once, a lower
             one interrupts nothing.
-        clock: the clock of queue deadlines, ageing and rate limits (``time.monotonic``).
+        clock: the clock of queue deadlines, run timeouts, ageing and rate limits
+            (``time.monotonic``).
         ageing, max_queued, rate_limit, key_limit, key_rate_limit: as on
             ``PriorityThreadPoolExecutor``.
         when_full: with ``max_queued`` tasks queued, ``"raise"`` (or ``"reject"``) refuses
             a new one with ``QueueFullError``; ``"evict"`` cancels the lowest queued task if
             the new one ranks above it. ``"block"`` is refused: nothing may block the loop.
-        run_timeout: seconds a coroutine may run; one still running then is cancelled and
-            its future raises ``TimeoutError``. None (the default) for no limit.
+        run_timeout: seconds a coroutine may run, on ``clock``, counted from its start; one
+            still running then is cancelled and its future raises ``TimeoutError``. None
+            (the default) for no limit.
     """
 
     def __init__(
@@ -145,14 +147,16 @@ class AsyncPriorityScheduler:
         ``fn`` is a coroutine function, or any callable that returns an awaitable, called
         only when the task starts, in a new Task running in a copy of the context current
         here. A coroutine object (``submit(fetch(url))``) is accepted too; if it never
-        starts, it is closed. ``priority`` and ``timeout`` are not passed to ``fn``; use
-        :meth:`options` to give ``fn`` keywords of those names.
+        starts, or if this call raises, it is closed. ``priority`` and ``timeout`` are not
+        passed to ``fn``; use :meth:`options` to give ``fn`` keywords of those names.
 
         Args:
             priority: any real number; higher starts first, equal ones in submission order.
             timeout: how long the task may wait in the queue, in seconds on the
                 scheduler's clock, counted from now: one not started by then is cancelled
-                and never starts. ``0``: it may not wait at all. None: no deadline.
+                and never starts; its future's CancelledError says "queue deadline passed
+                after {timeout} s", and :func:`~priority_executor.expired` is True for it.
+                ``0``: it may not wait at all. None: no deadline.
 
         Raises:
             TypeError: ``fn`` is neither callable nor a coroutine, or a bad option type.
@@ -160,7 +164,11 @@ class AsyncPriorityScheduler:
             RuntimeError: the scheduler is closing, or this is not its event loop.
             QueueFullError: ``max_queued`` tasks wait (see ``when_full``).
         """
-        level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        try:
+            level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        except BaseException:
+            close_coroutine(fn)
+            raise
         return self._submit_checked(fn, args, kwargs, level, timeout, None, self._core.run_timeout)
 
     async def run(
@@ -189,7 +197,10 @@ class AsyncPriorityScheduler:
         key: Hashable,
         run_timeout: Optional[float],
     ) -> ScheduledFuture[T]:
-        """Submit with options already checked (by ``submit``, or when a view was made)."""
+        """Submit with options already checked (by ``submit``, or when a view was made).
+
+        A coroutine object whose submit is refused, by any check, is closed: it never runs.
+        """
         if inspect.iscoroutine(fn):
             if args or kwargs:
                 fn.close()
@@ -328,12 +339,7 @@ class AsyncPriorityScheduler:
         if core.loop is None or core.quiet_locked():
             return True
         loop = core.bind("join()")
-        # While the pump runs, only a coroutine that an eager task factory started inside it
-        # can call: one of ours, not yet listed.
-        if core.pumping or asyncio.current_task() in core.active:
-            raise RuntimeError(
-                "cannot join() from one of the scheduler's own tasks: it would wait for itself"
-            )
+        self._refuse_own_task("join()")
         core.restart()  # a queue held since a Task was cancelled from outside moves on
         if core.quiet_locked():  # what restart() found due has expired
             return True
@@ -350,15 +356,28 @@ class AsyncPriorityScheduler:
             if waiter in core.idle:
                 core.idle.remove(waiter)
 
+    def _refuse_own_task(self, what: str) -> None:
+        """Raise if one of the scheduler's own tasks calls ``what``, which waits for quiet.
+
+        Call it in a coroutine, before anything changes.
+        """
+        core = self._core
+        # While the pump runs, only a coroutine that an eager task factory started inside it
+        # can call: one of ours, not yet listed.
+        if core.pumping or asyncio.current_task() in core.active:
+            raise RuntimeError(
+                f"cannot {what} from one of the scheduler's own tasks: it would wait for itself"
+            )
+
     def statistics(self) -> ExecutorStatistics:
         """A snapshot of the counts, as ``PriorityThreadPoolExecutor.statistics()`` has them.
 
         ``max_workers`` is ``concurrency`` (None for ``math.inf``), ``workers`` the running
-        coroutines, ``idle_workers`` the free slots.
+        coroutines, ``idle_workers`` the free slots (``math.inf`` for ``math.inf``).
         """
         core = self._core
         limit = core.concurrency
-        free = 0 if limit == math.inf else max(0, int(limit) - core.running)
+        free = math.inf if limit == math.inf else max(0, int(limit) - core.running)
         return core.statistics_locked(
             workers=core.running,
             idle_workers=free,
@@ -379,12 +398,18 @@ class AsyncPriorityScheduler:
         """Refuse new work, cancel what is queued if ``cancel_futures``, wait for the rest.
 
         Closing twice is harmless; a paused scheduler resumes, so its queued tasks run.
+
+        Raises:
+            RuntimeError: called from one of the scheduler's own tasks, which would wait
+                for itself, or from another thread or loop; the scheduler is left as it
+                was, still open.
         """
         core = self._core
         if core.loop is None:
             core.stopping = True
             return
         core.bind("aclose()")
+        self._refuse_own_task("aclose()")
         core.close(cancel_futures)
         await self.join()
 
@@ -397,11 +422,16 @@ class AsyncPriorityScheduler:
         exc: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
-        """Close; if the body raised, cancel what is queued and running first, then wait."""
+        """Close; if the body raised, cancel what is queued and running first, then wait.
+
+        From one of the scheduler's own tasks it raises as :meth:`aclose` does, and leaves
+        the scheduler open.
+        """
         if exc is None:
             await self.aclose()
             return
         core = self._core
+        self._refuse_own_task("aclose()")
         core.stopping = True
         if core.loop is not None:
             core.cancel_queued()

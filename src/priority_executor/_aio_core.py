@@ -24,8 +24,12 @@ The flows
    leaves the queue in O(1) (``unqueue_locked``) and never starts, a running one has its Task
    cancelled, and its slot stays taken until the coroutine ends.
 5. **Time.** :meth:`AsyncCore._on_timer` expires what the clock has passed and opens rate
-   slots (``pop_due_locked``), re-arms for the next, and pumps. Deadlines are on the
-   scheduler's clock; the handle waits the difference on the loop's.
+   slots (``pop_due_locked``), times out the running tasks past their ``run_timeout``
+   (``run_deadlines``), re-arms for the next, and pumps. Both kinds of deadline are on the
+   scheduler's clock; the handle waits the difference on the loop's. Every expiry (there,
+   at a submit with ``timeout=0``, or at a take that finds a task due) goes through
+   :meth:`AsyncCore._expire`, which marks the future expired, then cancels it with
+   :func:`deadline_message`.
 
 Every accepted task is in exactly one place: ``submitted == completed + failed + cancelled +
 expired + queued + running`` (:meth:`AsyncCore.check_invariants`: "lost task").
@@ -35,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
 import inspect
+import itertools
 import math
 import sys
 import weakref
@@ -46,8 +52,9 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 from ._backlog import Backlog
 from ._claim import Outcome
+from ._futures import EXPIRED_MARK, mark_expired
 from ._limits import Limits
-from ._policy import Number, WhenFull, describe
+from ._policy import Number, WhenFull, describe, is_due
 from ._queue import NO_KWARGS, Entry
 from ._room import Room
 from ._timer import CLOCK_RETRY, log_clock_failure
@@ -56,6 +63,10 @@ T = TypeVar("T")
 
 #: The ``args`` of an entry whose ``fn`` is a coroutine object to await, not a function.
 AWAIT: tuple[Any, ...] = ("<await>",)
+
+#: Run deadlines of ended tasks left in the heap, beyond twice the running ones, before it
+#: is rebuilt without them.
+COMPACT_SLACK = 16
 
 #: What a coroutine that ran past its ``run_timeout`` raises (the builtin on 3.11+).
 RunTimeoutError = asyncio.TimeoutError
@@ -67,14 +78,27 @@ class ScheduledFuture(asyncio.Future[T]):
     It carries its task's state, so that a start costs no object more than its Task.
     """
 
-    __slots__ = ("_context", "_core", "_entry", "_run_timeout", "_task", "_timed_out", "_timer")
+    __slots__ = (
+        EXPIRED_MARK,
+        "_context",
+        "_core",
+        "_entry",
+        "_queue_timeout",
+        "_run_key",
+        "_run_timeout",
+        "_task",
+        "_timed_out",
+        "_timer",
+    )
 
     _core: Optional[AsyncCore]  # None once the scheduler is done with it
     _context: contextvars.Context  # the context of the submit, for the Task
+    _queue_timeout: Optional[float]  # its submit's timeout, for the CancelledError's message
     _run_timeout: Optional[float]
     _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
     _task: Optional[asyncio.Task[Any]]  # its Task, once made
-    _timer: Optional[asyncio.TimerHandle]  # its run_timeout
+    _run_key: Optional[int]  # its entry in the core's run deadlines, while it runs
+    _timer: Optional[asyncio.TimerHandle]  # its run_timeout on the loop's clock (see _start)
     _timed_out: bool
 
     def cancel(self, msg: Any = None) -> bool:
@@ -122,6 +146,11 @@ class ScheduledFuture(asyncio.Future[T]):
             error = RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
             asyncio.Future.set_exception(self, error)
         task.cancel()
+
+
+def deadline_message(timeout: float) -> str:
+    """The message of the CancelledError of a task whose queue deadline passed."""
+    return f"queue deadline passed after {timeout} s"
 
 
 #: Settle a scheduled future as the scheduler does, past its by-hand hooks.
@@ -190,6 +219,12 @@ class AsyncCore(Backlog):
         self.timer: Optional[asyncio.TimerHandle] = None
         self.timer_at: Optional[float] = None  # on the scheduler's clock
         self.idle: list[asyncio.Future[bool]] = []  # join() waiters, woken once quiet
+        # The run deadlines of the running tasks with a run_timeout, on the scheduler's
+        # clock: a heap of (deadline, key), and the future of each key until its task ends.
+        # The heap holds no future, so a task that ended is kept alive by nothing here.
+        self.run_deadlines: list[tuple[float, int]] = []
+        self.running_until: dict[int, ScheduledFuture[Any]] = {}
+        self.run_keys = itertools.count()
         self.limits_changed_locked()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -245,10 +280,15 @@ class AsyncCore(Backlog):
         except RuntimeError:
             running = None
         if running is None or running is not loop:
-            loop = self.bind("submit()")
+            try:
+                loop = self.bind("submit()")
+            except BaseException:
+                close_coroutine(fn)  # refused: it will never run
+                raise
         future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
         future._core, future._context = self, contextvars.copy_context()
         future._run_timeout, future._entry = run_timeout, None
+        future._queue_timeout = timeout
         future._task = future._timer = None
         future._timed_out = False
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
@@ -270,7 +310,7 @@ class AsyncCore(Backlog):
         self.tally.submitted += 1
         if expired:
             self.tally.add("expired", priority)
-            self._discard(entry).cancel()
+            self._expire(entry)
             return future
         if evict is not None:
             self.queue.remove(evict)
@@ -306,7 +346,7 @@ class AsyncCore(Backlog):
                 expired = unrun[:]
                 del unrun[:]
                 for entry in expired:
-                    self._discard(entry).cancel()
+                    self._expire(entry)
                 self.settled_locked(len(expired))
             if self.clock_errors:
                 self._log_clock_errors()
@@ -324,7 +364,7 @@ class AsyncCore(Backlog):
         if args is AWAIT:
             self.coroutines.discard(fn)
         entry.detach()  # the future keeps what it needs: the entry's key, priority and times
-        future._entry = entry
+        future._entry, future._run_key = entry, None
         coro: Any = None
         try:
             if args is AWAIT:
@@ -347,7 +387,51 @@ class AsyncCore(Backlog):
         if future.cancelled():  # by its own coroutine, started by an eager task factory
             task.cancel()
         elif future._run_timeout is not None:
-            future._timer = loop.call_later(future._run_timeout, future._time_out)
+            self._time_run(future, entry.started)
+
+    def _time_run(self, future: ScheduledFuture[Any], started: float) -> None:
+        """Have the timer time ``future``'s coroutine out ``run_timeout`` seconds after
+        ``started``, on the scheduler's clock, as it times queue deadlines.
+
+        If the clock failed as the task started, the loop's clock times it instead.
+        """
+        timeout = future._run_timeout
+        assert timeout is not None
+        if math.isnan(started):
+            loop = self.loop
+            assert loop is not None
+            future._timer = loop.call_later(timeout, future._time_out)
+            return
+        key = future._run_key = next(self.run_keys)
+        self.running_until[key] = future
+        heapq.heappush(self.run_deadlines, (started + timeout, key))
+        self.arm()
+
+    def _forget_run(self, key: int) -> None:
+        """A task with a run deadline ended; drop its deadline's entry once they pile up."""
+        del self.running_until[key]
+        deadlines = self.run_deadlines
+        if len(deadlines) > 2 * len(self.running_until) + COMPACT_SLACK:
+            live = self.running_until
+            self.run_deadlines = [entry for entry in deadlines if entry[1] in live]
+            heapq.heapify(self.run_deadlines)
+
+    def next_run_deadline(self) -> Optional[float]:
+        """The earliest run deadline of a running task, or None."""
+        deadlines, live = self.run_deadlines, self.running_until
+        while deadlines and deadlines[0][1] not in live:
+            heapq.heappop(deadlines)  # its task has ended
+        return deadlines[0][0] if deadlines else None
+
+    def _time_out_runs(self, now: float) -> None:
+        """Time out every running task whose run deadline has come at clock reading ``now``."""
+        deadlines, live = self.run_deadlines, self.running_until
+        while deadlines and is_due(deadlines[0][0], now):
+            _, key = heapq.heappop(deadlines)
+            future = live.pop(key, None)
+            if future is not None:
+                future._run_key = None
+                future._time_out()  # settles the future, cancels its Task: no user code
 
     def reap(self, task: asyncio.Task[Any]) -> None:
         """A started task's Task is done: settle its future, free its slot, start the next."""
@@ -356,7 +440,9 @@ class AsyncCore(Backlog):
         assert entry is not None
         if future._timer is not None:
             future._timer.cancel()
-        future._core = future._entry = future._task = future._timer = None
+        if future._run_key is not None:
+            self._forget_run(future._run_key)
+        future._core = future._entry = future._task = future._timer = future._run_key = None
         error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
         outcome: Outcome
         if future._timed_out:
@@ -416,8 +502,12 @@ class AsyncCore(Backlog):
     # -- 5. time ------------------------------------------------------------------------------
 
     def arm(self) -> None:
-        """Have the timer fire by the next deadline or rate slot, if it would fire later."""
+        """Have the timer fire by the next deadline, run deadline or rate slot, if it would
+        fire later."""
         when = self.next_deadline_locked()
+        run = self.next_run_deadline()
+        if run is not None and (when is None or run < when):
+            when = run
         if when is None or (self.timer_at is not None and self.timer_at <= when):
             return  # nothing to wait for, or an earlier call comes: it re-arms
         loop = self.loop
@@ -442,9 +532,11 @@ class AsyncCore(Backlog):
             return
         due = self.pop_due_locked(now)
         for entry in due:
-            self._discard(entry).cancel()
+            self._expire(entry)
         if due:
             self.settled_locked(len(due))
+        if self.run_deadlines:
+            self._time_out_runs(now)
         self.arm()
         self.pump()
 
@@ -487,6 +579,22 @@ class AsyncCore(Backlog):
             future.cancel()
             task.cancel()
 
+    def _expire(self, entry: Entry) -> None:
+        """Cancel the future of a task whose queue deadline passed, marked so, with its reason.
+
+        The mark comes first: the future's awaiters and done-callbacks, which the loop runs
+        later, find it expired (``_futures.expired``). A future its user settled after the
+        task left the queue (from the clock, say) is counted as the user settled it.
+        """
+        future = self._discard(entry)
+        if future.done():
+            self.tally.overtaken(entry.priority, "cancelled" if future.cancelled() else "completed")
+            return
+        timeout = future._queue_timeout
+        assert timeout is not None, "a task with no deadline expired"
+        mark_expired(future)
+        future.cancel(deadline_message(timeout))
+
     def _discard(self, entry: Entry) -> ScheduledFuture[Any]:
         """Detach an entry that will never start; close its coroutine object, if it has one.
 
@@ -511,6 +619,11 @@ class AsyncCore(Backlog):
                 self.pumping
             ), "a slot is free while a task that may start waits"
         earliest = self.next_deadline_locked()  # a deadline, or a rate slot tasks wait for
+        live = self.running_until
+        runs = [deadline for deadline, key in self.run_deadlines if key in live]
+        assert len(runs) == len(live), "a running task's run deadline is lost"
+        if runs and (earliest is None or min(runs) < earliest):
+            earliest = min(runs)
         if earliest is not None:
             assert self.timer is not None, "deadlines pending without a timer"
             assert self.timer_at is not None, "a timer with no target"
@@ -538,6 +651,13 @@ else:
         a scheduler whose coroutine let a CancelledError of its own escape.
         """
         return False
+
+
+def close_coroutine(fn: object) -> None:
+    """Close ``fn`` if it is a coroutine object whose submit was refused, so that it never
+    warns "never awaited"; a coroutine function needs nothing."""
+    if inspect.iscoroutine(fn):
+        fn.close()
 
 
 def _close_all(coroutines: set[Any]) -> None:

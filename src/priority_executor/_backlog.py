@@ -353,7 +353,7 @@ class Backlog:
 
     # -- what it reports -----------------------------------------------------------------------
 
-    def statistics_locked(self, **sizes: Optional[int]) -> ExecutorStatistics:
+    def statistics_locked(self, **sizes: Union[int, float, None]) -> ExecutorStatistics:
         """The snapshot ``statistics()`` returns; ``sizes``: the owner's own fields."""
         counts, limits, queue = self.tally.totals(), self.limits, self.queue
         startable = 0 if self.paused else len(queue) - queue.held

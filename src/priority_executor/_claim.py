@@ -61,11 +61,13 @@ def claim(future: Future[Any], *, cancel: bool) -> bool:
         return False
 
 
-def cancel_all(futures: list[Future[Any]]) -> list[Future[Any]]:
+def cancel_all(futures: list[Future[Any]], expired: bool = False) -> list[Future[Any]]:
     """Cancel futures that just left the queue, and wake their waiters; run no callback.
 
     Every future is done, and its ``result()``, ``wait()`` and ``as_completed()`` waiters
     awake, before any user code runs, so no callback can delay another future's settling.
+    ``expired``: they left because their queue deadline passed; each one this call cancels
+    is marked so (``_futures.expired``), one its user cancelled first is not.
 
     Returns:
         The futures whose done-callbacks are still owed: run each with
@@ -73,7 +75,7 @@ def cancel_all(futures: list[Future[Any]]) -> list[Future[Any]]:
     """
     owed = []
     for future in futures:
-        if cancel_quietly(future):
+        if cancel_quietly(future, expired):
             owed.append(future)
         claim(future, cancel=False)
     return owed

@@ -84,9 +84,10 @@ class PriorityFront:
             priority: any real number; :class:`Priority` names the usual three.
             timeout: how long the task may wait in the queue, in seconds on the pool's
                 clock, counted from this call. A task still queued at its deadline is
-                cancelled and never starts, and its waiters wake at once; a task that has
-                started is never interrupted. ``0`` means it may not wait at all: it is
-                cancelled at once. ``None`` means no deadline.
+                cancelled and never starts, and its waiters wake at once;
+                :func:`~priority_executor.expired` tells it from a cancel by other means. A
+                task that has started is never interrupted. ``0`` means it may not wait at
+                all: it is cancelled at once. ``None`` means no deadline.
 
         Raises:
             TypeError: ``fn`` is not callable, or ``priority`` or ``timeout`` has a wrong type.

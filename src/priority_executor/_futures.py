@@ -13,6 +13,10 @@ callbacks (:func:`settle_quietly`) and leaves them to a callback thread.
 The pool's hook, every future's first done-callback, is appended to the list of a future not
 yet handed out (:func:`add_first_callback`), without the Condition ``add_done_callback`` takes.
 
+A future cancelled because its queue deadline passed is marked so (:data:`EXPIRED_MARK`) in
+the step that cancels it, which the public :func:`expired` reads: an attribute of the future
+itself, so that telling costs no lookup and keeps nothing alive.
+
 What it relies on, unchanged from Python 3.10 to 3.15: ``Future._condition`` (the future's
 Condition), ``Future._state`` (the strings of ``concurrent.futures._base``),
 ``Future._result``, ``Future._exception``, ``Future._waiters`` (a list of the waiters of
@@ -25,10 +29,14 @@ which is correct but runs each future's callbacks as it is cancelled; then adapt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
 from concurrent.futures import Future
 from concurrent.futures import _base as futures_base
 from typing import Any, Callable
+
+from ._policy import describe
 
 
 def _has_internals() -> bool:
@@ -58,26 +66,116 @@ _CANCELLED_STATES = frozenset(
 )
 
 
-def cancel_quietly(future: Future[Any]) -> bool:
+def cancel_quietly(future: Future[Any], expired: bool = False) -> bool:
     """Cancel a pending future as ``cancel()`` does, but leave its done-callbacks to the caller.
 
     Wakes the threads blocked in ``result()`` or ``exception()``; ``wait()`` and
     ``as_completed()`` wake at the claim that follows. Runs no user code.
+
+    Args:
+        expired: the future's queue deadline passed: if this call cancels it, it is marked
+            so (:func:`expired`) under its Condition, in the step that cancels it, so that
+            whoever sees it cancelled sees the mark too, and a user's ``cancel()`` that won
+            the Condition first leaves it unmarked.
 
     Returns:
         True if this call cancelled the future: the caller owes it :func:`run_callbacks`.
         False if it was not pending (a user's ``cancel()`` won and runs them itself).
     """
     if not TWO_PHASE:
-        future.cancel()  # the callbacks run here, inline
+        if expired:
+            _cancel_marked(future)
+        else:
+            future.cancel()  # the callbacks run here, inline
         return False
     condition = future._condition
     with condition:
         if future._state != _PENDING:
             return False
         future._state = _CANCELLED
+        if expired:
+            mark_expired(future)
         condition.notify_all()
     return True
+
+
+def _cancel_marked(future: Future[Any]) -> None:
+    """``cancel()``, marking the future expired if this call is the one that cancels it.
+
+    Without the internals, who cancelled a future shows only in where its callbacks run:
+    inline, in the thread whose ``cancel()`` changed its state. ``cancel()`` itself returns
+    True for a future a user cancelled first, so the mark is made by a callback added just
+    before, which marks only if it runs inside this call. Callbacks added before it see the
+    future unmarked.
+    """
+    thread = threading.get_ident()
+    cancelling = False
+
+    def mark(done: Future[Any]) -> None:
+        if cancelling and threading.get_ident() == thread:
+            mark_expired(done)
+
+    future.add_done_callback(mark)  # a done future: called at once, and marks nothing
+    cancelling = True
+    try:
+        future.cancel()
+    finally:
+        cancelling = False
+
+
+#: The attribute that marks a future its scheduler cancelled because its queue deadline
+#: passed: set once, never cleared, and only by the step that cancels the future.
+EXPIRED_MARK = "_priority_executor_expired"
+
+
+def mark_expired(future: Future[Any] | asyncio.Future[Any]) -> None:
+    """Mark a future that its scheduler is cancelling because its queue deadline passed."""
+    setattr(future, EXPIRED_MARK, True)
+
+
+def expired(future: Future[Any] | asyncio.Future[Any]) -> bool:
+    """Whether ``future`` was cancelled by its scheduler because its queue deadline passed.
+
+    True exactly when a ``PriorityThreadPoolExecutor`` (or one of its views), a
+    ``PriorityExecutor`` or an ``AsyncPriorityScheduler`` cancelled ``future`` because it
+    was still queued when the ``timeout`` given to ``submit`` (or to ``options``) ran out,
+    measured on the scheduler's clock from the moment ``submit`` was called. False for a
+    future that is not done, that ran (even one that failed or was cancelled while it ran),
+    that its user cancelled, that was evicted from a full queue (``when_full="evict"``) or
+    cancelled by ``shutdown(cancel_futures=True)`` or ``aclose(cancel_futures=True)``, and
+    for a future no scheduler of this package made. On an ``AsyncPriorityScheduler`` the
+    expired future's ``CancelledError`` also says so: "queue deadline passed after 2.0 s"
+    for ``timeout=2.0``.
+
+    The mark is made in the step that cancels the future, before ``result()``, ``wait()``
+    or any done-callback can see it cancelled: a done-callback that calls ``expired`` sees
+    True. A user's ``cancel()`` racing the deadline has one outcome: if it cancelled the
+    future first, ``expired`` is False for ever; otherwise ``expired`` is True, and the
+    user's ``cancel()`` changed nothing (on a ``concurrent.futures.Future`` it returns True
+    all the same, as it does for any cancelled future; on an asyncio one, False). The
+    statistics count the future the same way (``expired`` or ``cancelled``). A future
+    marked expired never ran.
+
+    It does not block, keeps no reference to ``future``, and is safe to call from any
+    thread, also while the future settles.
+
+    Args:
+        future: a ``concurrent.futures.Future`` or an ``asyncio.Future``.
+
+    Returns:
+        True if the future's queue deadline passed before it started, and it was cancelled
+        for that; False otherwise.
+
+    Raises:
+        TypeError: ``future`` is neither a ``concurrent.futures.Future`` nor an
+            ``asyncio.Future``.
+    """
+    if not isinstance(future, (Future, asyncio.Future)):
+        raise TypeError(
+            "future must be a concurrent.futures.Future or an asyncio.Future,"
+            f" got {describe(future)}"
+        )
+    return getattr(future, EXPIRED_MARK, False) is True
 
 
 def settle_quietly(future: Future[Any], ok: bool, value: Any) -> bool:

@@ -120,6 +120,12 @@ class Tally:
         outcomes["cancelled"] += 1
         outcomes["evicted"] += 1
 
+    def overtaken(self, priority: Number, outcome: str) -> None:
+        """Count as ``outcome`` a task counted expired whose user settled its future first."""
+        outcomes = self.of(priority).outcomes
+        outcomes["expired"] -= 1
+        outcomes[outcome] += 1
+
     def totals(self) -> dict[str, int]:
         """The pool-wide counts: ``submitted``, and each outcome summed over the classes."""
         totals = dict.fromkeys(OUTCOMES, 0)

@@ -17,7 +17,8 @@ from typing import Any, Callable, Protocol
 
 from ._callbacks import CallbackRunner, Job
 from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
-from ._futures import cancel_once, has_user_callbacks
+from ._futures import cancel_once, has_user_callbacks, is_cancelled
+from ._futures import expired as marked_expired
 from ._queue import Entry
 from ._recording import Tally
 from ._timer import log_clock_failure
@@ -76,15 +77,21 @@ class Settler:
             if mine:
                 entry.detach()
 
-    def cancel(self, drained: list[Entry]) -> None:
-        """Cancel ``drained`` and run their callbacks in this thread."""
+    def cancel(self, drained: list[Entry], expired: bool = False) -> None:
+        """Cancel ``drained`` and run their callbacks in this thread.
+
+        ``expired``: they left the queue because their deadline passed (see ``cancel_all``).
+        """
         if not drained:
             return
+        futures = [entry.detach() for entry in drained]
         try:
-            for future in cancel_all([entry.detach() for entry in drained]):
+            for future in cancel_all(futures, expired):
                 run_callbacks_guarded(future)
         finally:
             with self.sink.lock:
+                if expired:
+                    self._recount_locked(drained, futures)
                 self.sink.settled_locked(len(drained))
 
     def abandon(self, drained: list[Entry]) -> None:
@@ -98,11 +105,26 @@ class Settler:
         The timer calls this: a callback run on its thread could make it late for the next
         deadline.
         """
-        owed = cancel_all([entry.detach() for entry in due])
+        futures = [entry.detach() for entry in due]
+        owed = cancel_all(futures, expired=True)
         owed = [future for future in owed if has_user_callbacks(future)]
         with self.sink.lock:
+            self._recount_locked(due, futures)
             self.sink.settled_locked(len(due) - len(owed))
         self.later([partial(run_callbacks_guarded, future) for future in owed])
+
+    def _recount_locked(self, due: list[Entry], futures: list[Future[Any]]) -> None:
+        """Count as its user settled it each task counted expired that its deadline did not
+        cancel: its user's ``cancel()`` (or ``set_result``) came between the task's leaving
+        the queue and its settling, so ``statistics()`` agrees with ``expired()``."""
+        tally = self.sink.tally
+        for entry, future in zip(due, futures):
+            if marked_expired(future):
+                continue
+            if is_cancelled(future):
+                tally.overtaken(entry.priority, "cancelled")
+            elif future.done():  # a result set by hand; one still pending was cut short
+                tally.overtaken(entry.priority, "completed")
 
     def call_later(self, jobs: list[Job]) -> None:
         """:meth:`later` for jobs no future stands for (listeners): counted here first.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Optional
+from typing import Optional, Union
 
 from ._distribution import EMPTY, Distribution
 from ._rates import RateLimit
@@ -39,6 +39,11 @@ class ExecutorStatistics:
     out of the pool through ``_work_queue.get()``: the pool will never run it, whoever holds
     it may).
 
+    ``workers`` are the threads (or running tasks, on a ``PriorityExecutor`` and an
+    ``AsyncPriorityScheduler``) and ``idle_workers`` those free to start a task now: a
+    count, or ``math.inf`` on an ``AsyncPriorityScheduler`` with ``concurrency=math.inf``,
+    whose free slots never run out.
+
     Why tasks wait: ``held_by_key`` queued tasks could start but for ``key_limit`` or
     ``key_rate_limit``; ``rate_limited`` is True while the pool's ``rate_limit`` holds back
     a start that nothing else holds back. The limits in force: ``max_workers`` (a thread
@@ -66,7 +71,7 @@ class ExecutorStatistics:
     queued_by_priority: Mapping[float, int]
     running: int
     workers: int
-    idle_workers: int
+    idle_workers: Union[int, float]  # math.inf: no limit (an unbounded async scheduler)
     paused: bool
     submitted: int
     completed: int

@@ -332,7 +332,7 @@ class ThreadRunner:
             if clock_errors:  # the clock raised as it took (or held back) a task
                 admission.settler.owed()
             if expired:
-                cancel(expired)  # callbacks included, in this thread
+                cancel(expired, True)  # callbacks included, in this thread
                 expired.clear()
                 yielded = False
                 if entry is None:

@@ -143,17 +143,21 @@ class WorkQueue:
     def _take(self) -> Optional[Entry]:
         """Take the best live entry as a worker would, and count it taken, not running."""
         admission = self._admission
-        unrun: list[Entry] = []  # expired, or cancelled by their users just now
+        due: list[Entry] = []  # expired on the way
+        dropped: list[Entry] = []  # cancelled by their users just now
         with admission.lock:
             while True:
-                entry = admission.take_locked(unrun, True)
+                entry = admission.take_locked(due, True)
                 if entry is None or not entry.future.cancelled():
                     break
                 # Cancelled just now, its hook not yet run: settled as the hook would.
-                admission.drop_locked(entry, "cancelled", unrun)
+                admission.drop_locked(entry, "cancelled", dropped)
             if entry is not None:
                 admission.finished_locked("taken", entry, keyed=False)
             admission.emptied_locked()
         admission.settler.owed()  # a clock error on the way
-        admission.settler.cancel(unrun)  # wakes their waiters, counts them settled
+        try:
+            admission.settler.cancel(due, expired=True)  # wakes their waiters, counts them
+        finally:
+            admission.settler.cancel(dropped)
         return entry
