@@ -96,14 +96,29 @@ class AsyncPriorityScheduler:
         concurrency: the most coroutines running at once: a positive int, or ``math.inf``.
             Settable while it runs: a higher value starts queued tasks at once, a lower
             one interrupts nothing.
-        clock: the clock of queue deadlines, ageing and rate limits (``time.monotonic``).
-        ageing, max_queued, rate_limit, key_limit, key_rate_limit: as on
-            ``PriorityThreadPoolExecutor``.
+        clock: the clock of queue deadlines, ageing and rate limits, seconds as a float;
+            default None: ``time.monotonic``.
+        ageing: seconds of waiting that raise a task's effective priority by one, a
+            positive float; default None: strict priority.
+        max_queued: the most tasks waiting in the queue (running ones do not count), a
+            positive int; default None: no bound.
+        rate_limit: ``RateLimit(starts, per)`` or a ``(starts, per)`` pair: at most
+            ``starts`` starts in any ``per`` seconds of ``clock``. Default None: no limit.
+        key_limit: at most this many tasks of one key (see :meth:`options`) running at
+            once, a positive int. Default None: no limit.
+        key_rate_limit: a ``RateLimit`` for the starts of each key. Default None.
         when_full: with ``max_queued`` tasks queued, ``"raise"`` (or ``"reject"``) refuses
             a new one with ``QueueFullError``; ``"evict"`` cancels the lowest queued task if
             the new one ranks above it. ``"block"`` is refused: nothing may block the loop.
         run_timeout: seconds a coroutine may run; one still running then is cancelled and
             its future raises ``TimeoutError``. None (the default) for no limit.
+
+    Raises:
+        TypeError: ``concurrency`` is not a number, ``clock`` is not callable, or
+            ``ageing``, ``run_timeout`` or a limit has a wrong type.
+        ValueError: ``concurrency`` is not a positive int nor ``math.inf``; ``ageing``,
+            ``run_timeout`` or a limit is not positive (or not finite); ``when_full`` is
+            ``"block"`` or unknown.
     """
 
     def __init__(

@@ -4,16 +4,16 @@
 
     instrument(pool, name="api")  # the global MeterProvider, or meter_provider=...
 
-=========================  ================  ====  ====================================
-instrument                 kind              unit  attributes
-=========================  ================  ====  ====================================
-``executor.queue.wait``    histogram         s     ``executor.name``, ``priority``
-``executor.task.duration`` histogram         s     ``executor.name``, ``priority``
-``executor.queued``        gauge (async)     1     ``executor.name``, ``priority``
-``executor.active``        gauge (async)     1     ``executor.name``
-``executor.tasks``         counter (async)   1     ``executor.name``, ``priority``,
-                                                   ``outcome``
-=========================  ================  ====  ====================================
+==========================  ================  ====  ====================================
+instrument                  kind              unit  attributes
+==========================  ================  ====  ====================================
+``executor.queue.wait``     histogram         s     ``executor.name``, ``priority``
+``executor.task.duration``  histogram         s     ``executor.name``, ``priority``
+``executor.queued``         gauge (async)     1     ``executor.name``, ``priority``
+``executor.active``         gauge (async)     1     ``executor.name``
+``executor.tasks``          counter (async)   1     ``executor.name``, ``priority``,
+                                                    ``outcome``
+==========================  ================  ====  ====================================
 
 OpenTelemetry's Python API has no asynchronous histogram, so the two histograms are recorded
 per task, by a listener (``add_listener``) in the thread that starts or ends it: that cost
