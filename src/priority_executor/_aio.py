@@ -226,6 +226,11 @@ class AsyncPriorityScheduler:
 
         Its tasks get this ``priority``, queue ``timeout``, ``run_timeout`` (by default the
         scheduler's) and ``key``, which ``key_limit`` and ``key_rate_limit`` count apart.
+
+        Raises:
+            TypeError: ``key`` is not hashable, or an option has a wrong type.
+            ValueError: ``priority`` is NaN, ``timeout`` negative or NaN, or ``run_timeout``
+                not a positive finite number.
         """
         level, timeout = check_task_options(priority, timeout, self._core.ageing)
         if isinstance(run_timeout, _Default):
@@ -235,7 +240,13 @@ class AsyncPriorityScheduler:
         return AsyncView(self, level, timeout, running, check_key(key))
 
     def set_priority(self, future: asyncio.Future[Any], priority: Number) -> bool:
-        """Move a still-queued task to a new priority; False if it is not queued here."""
+        """Move a still-queued task to a new priority; False if it is not queued here.
+
+        Raises:
+            TypeError: ``future`` is not an ``asyncio.Future``, or ``priority`` is not a
+                real number.
+            ValueError: ``priority`` is NaN.
+        """
         if not isinstance(future, asyncio.Future):
             raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
         level, _ = check_task_options(priority, None, self._core.ageing)
@@ -255,7 +266,7 @@ class AsyncPriorityScheduler:
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:
-        """At most ``starts`` starts in any ``per`` seconds; settable (None: no limit)."""
+        """At most ``starts`` starts in any ``per`` seconds; settable (None for no limit)."""
         return self._core.limits.rate_limit
 
     @rate_limit.setter
@@ -264,7 +275,7 @@ class AsyncPriorityScheduler:
 
     @property
     def key_limit(self) -> Optional[int]:
-        """At most this many tasks of one key running at once; settable (None: no limit)."""
+        """At most this many tasks of one key running at once; settable (None for no limit)."""
         return self._core.limits.key_limit
 
     @key_limit.setter
@@ -273,7 +284,7 @@ class AsyncPriorityScheduler:
 
     @property
     def key_rate_limit(self) -> Optional[RateLimit]:
-        """``rate_limit`` for each key apart; settable (None: no limit)."""
+        """``rate_limit`` for each key apart; settable (None for no limit)."""
         return self._core.limits.key_rate_limit
 
     @key_rate_limit.setter
@@ -282,7 +293,7 @@ class AsyncPriorityScheduler:
 
     @property
     def run_timeout(self) -> Optional[float]:
-        """The seconds a coroutine may run (None: no limit), unless its view sets its own."""
+        """The seconds a coroutine may run (None for no limit), unless its view sets its own."""
         return self._core.run_timeout
 
     def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
@@ -335,6 +346,8 @@ class AsyncPriorityScheduler:
             True once quiet; False if ``timeout`` seconds passed first.
 
         Raises:
+            TypeError: ``timeout`` is neither None nor a real number.
+            ValueError: ``timeout`` is negative or NaN.
             RuntimeError: called from one of the scheduler's own tasks, which would wait
                 for itself.
         """

@@ -93,7 +93,7 @@ class PoolView(ThreadPoolExecutor):
 
     @property
     def key(self) -> Hashable:
-        """The key of every task submitted through this view (None: no key)."""
+        """The key of every task submitted through this view (None for no key)."""
         return self._state.key
 
     @property

@@ -74,12 +74,12 @@ class ExecutorStatistics:
     completed: int
     #: Tasks that raised, or were failed by a broken pool.
     failed: int
-    #: Tasks cancelled before they started: by their user, by ``shutdown(cancel_futures=True)``
-    #: or by eviction.
+    #: Tasks cancelled before they started (by their user, by
+    #: ``shutdown(cancel_futures=True)`` or by eviction).
     cancelled: int
     #: Tasks whose queue deadline passed before they started.
     expired: int
-    #: Calls of ``submit`` refused: shut down, broken, or queue full.
+    #: Calls of ``submit`` refused (shut down, broken, or queue full).
     rejected: int
     #: Tasks taken out of the pool through ``_work_queue.get()``.
     taken: int = 0
@@ -102,7 +102,7 @@ class ExecutorStatistics:
     wait: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
     #: Run times (start until the future is settled) in seconds, by priority class.
     run: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_nothing)
-    #: How tasks ended, by priority class: a count per outcome.
+    #: A count per outcome of the tasks that ended, by priority class.
     outcomes: Mapping[PriorityClass, Mapping[str, int]] = dataclasses.field(
         default_factory=_nothing
     )

@@ -36,7 +36,7 @@ from ._distribution import EXPORT_BOUNDS
 from ._listeners import ListenerHandle, TaskInfo
 from ._recording import OUTCOMES, PriorityClass
 
-#: The histograms' advised bucket boundaries, in seconds: from 1 µs to an hour.
+#: The histograms' advised bucket boundaries, in seconds, from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
 
 

@@ -42,7 +42,7 @@ from ._distribution import EXPORT_BOUNDS, Distribution
 from ._recording import OUTCOMES, PriorityClass, plain_priority
 from ._stats import ExecutorStatistics
 
-#: The histograms' upper bounds, in seconds: queue waits from 1 µs to an hour.
+#: The histograms' upper bounds, in seconds, for queue waits from 1 µs to an hour.
 BUCKETS = EXPORT_BOUNDS
 
 
