@@ -455,7 +455,8 @@ class AsyncView:
 
     Made by :meth:`AsyncPriorityScheduler.options`. Its :meth:`submit` and :meth:`run`
     forward every keyword to ``fn`` (``timeout=3`` reaches ``fn``), and take the priority,
-    queue timeout, run timeout and key from the view.
+    queue timeout, run timeout and key from the view: its attributes ``priority``,
+    ``timeout`` and ``run_timeout`` (seconds, or None) and ``key``.
     """
 
     __slots__ = ("_scheduler", "key", "priority", "run_timeout", "timeout")
