@@ -96,16 +96,30 @@ class AsyncPriorityScheduler:
         concurrency: the most coroutines running at once: a positive int, or ``math.inf``.
             Settable while it runs: a higher value starts queued tasks at once, a lower
             one interrupts nothing.
-        clock: the clock of queue deadlines, run timeouts, ageing and rate limits
-            (``time.monotonic``).
-        ageing, max_queued, rate_limit, key_limit, key_rate_limit: as on
-            ``PriorityThreadPoolExecutor``.
+        clock: the clock of queue deadlines, run timeouts, ageing and rate limits, seconds
+            as a float; default None: ``time.monotonic``.
+        ageing: seconds of waiting that raise a task's effective priority by one, a
+            positive float; default None: strict priority.
+        max_queued: the most tasks waiting in the queue (running ones do not count), a
+            positive int; default None: no bound.
+        rate_limit: ``RateLimit(starts, per)`` or a ``(starts, per)`` pair: at most
+            ``starts`` starts in any ``per`` seconds of ``clock``. Default None: no limit.
+        key_limit: at most this many tasks of one key (see :meth:`options`) running at
+            once, a positive int. Default None: no limit.
+        key_rate_limit: a ``RateLimit`` for the starts of each key. Default None.
         when_full: with ``max_queued`` tasks queued, ``"raise"`` (or ``"reject"``) refuses
             a new one with ``QueueFullError``; ``"evict"`` cancels the lowest queued task if
             the new one ranks above it. ``"block"`` is refused: nothing may block the loop.
         run_timeout: seconds a coroutine may run, on ``clock``, counted from its start; one
             still running then is cancelled and its future raises ``TimeoutError``. None
             (the default) for no limit.
+
+    Raises:
+        TypeError: ``concurrency`` is not a number, ``clock`` is not callable, or
+            ``ageing``, ``run_timeout`` or a limit has a wrong type.
+        ValueError: ``concurrency`` is not a positive int nor ``math.inf``; ``ageing``,
+            ``run_timeout`` or a limit is not positive (or not finite, or beyond float
+            range); ``when_full`` is ``"block"`` or unknown.
     """
 
     def __init__(
@@ -222,6 +236,11 @@ class AsyncPriorityScheduler:
 
         Its tasks get this ``priority``, queue ``timeout``, ``run_timeout`` (by default the
         scheduler's) and ``key``, which ``key_limit`` and ``key_rate_limit`` count apart.
+
+        Raises:
+            TypeError: ``key`` is not hashable, or an option has a wrong type.
+            ValueError: ``priority`` is NaN, ``timeout`` negative or NaN, or ``run_timeout``
+                not a positive finite number.
         """
         level, timeout = check_task_options(priority, timeout, self._core.ageing)
         if isinstance(run_timeout, _Default):
@@ -231,7 +250,13 @@ class AsyncPriorityScheduler:
         return AsyncView(self, level, timeout, running, check_key(key))
 
     def set_priority(self, future: asyncio.Future[Any], priority: Number) -> bool:
-        """Move a still-queued task to a new priority; False if it is not queued here."""
+        """Move a still-queued task to a new priority; False if it is not queued here.
+
+        Raises:
+            TypeError: ``future`` is not an ``asyncio.Future``, or ``priority`` is not a
+                real number.
+            ValueError: ``priority`` is NaN.
+        """
         if not isinstance(future, asyncio.Future):
             raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
         level, _ = check_task_options(priority, None, self._core.ageing)
@@ -251,7 +276,7 @@ class AsyncPriorityScheduler:
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:
-        """At most ``starts`` starts in any ``per`` seconds; settable (None: no limit)."""
+        """At most ``starts`` starts in any ``per`` seconds; settable (None for no limit)."""
         return self._core.limits.rate_limit
 
     @rate_limit.setter
@@ -260,7 +285,7 @@ class AsyncPriorityScheduler:
 
     @property
     def key_limit(self) -> Optional[int]:
-        """At most this many tasks of one key running at once; settable (None: no limit)."""
+        """At most this many tasks of one key running at once; settable (None for no limit)."""
         return self._core.limits.key_limit
 
     @key_limit.setter
@@ -269,7 +294,7 @@ class AsyncPriorityScheduler:
 
     @property
     def key_rate_limit(self) -> Optional[RateLimit]:
-        """``rate_limit`` for each key apart; settable (None: no limit)."""
+        """``rate_limit`` for each key apart; settable (None for no limit)."""
         return self._core.limits.key_rate_limit
 
     @key_rate_limit.setter
@@ -278,7 +303,7 @@ class AsyncPriorityScheduler:
 
     @property
     def run_timeout(self) -> Optional[float]:
-        """The seconds a coroutine may run (None: no limit), unless its view sets its own."""
+        """The seconds a coroutine may run (None for no limit), unless its view sets its own."""
         return self._core.run_timeout
 
     def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
@@ -331,6 +356,8 @@ class AsyncPriorityScheduler:
             True once quiet; False if ``timeout`` seconds passed first.
 
         Raises:
+            TypeError: ``timeout`` is neither None nor a real number.
+            ValueError: ``timeout`` is negative or NaN.
             RuntimeError: called from one of the scheduler's own tasks, which would wait
                 for itself.
         """
@@ -457,7 +484,8 @@ class AsyncView:
 
     Made by :meth:`AsyncPriorityScheduler.options`. Its :meth:`submit` and :meth:`run`
     forward every keyword to ``fn`` (``timeout=3`` reaches ``fn``), and take the priority,
-    queue timeout, run timeout and key from the view.
+    queue timeout, run timeout and key from the view: its attributes ``priority``,
+    ``timeout`` and ``run_timeout`` (seconds, or None) and ``key``.
     """
 
     __slots__ = ("_scheduler", "key", "priority", "run_timeout", "timeout")

@@ -150,8 +150,19 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
             executor's ``_max_workers`` for a thread pool, twice that for a process or
             interpreter pool (so that a worker finds its next task waiting); required for
             an executor without ``_max_workers``.
-        clock, ageing, max_queued, when_full, rate_limit, key_limit, key_rate_limit: as for
-            ``PriorityThreadPoolExecutor``; a task starts when it is handed over.
+        clock: the clock of queue deadlines, ageing and rate limits, seconds as a float;
+            default ``time.monotonic``.
+        ageing: seconds of waiting that raise a task's effective priority by one, a
+            positive float; default None: strict priority (as on the thread pool).
+        max_queued: the most tasks waiting in this front's queue (those handed over do not
+            count), a positive int; default None: no bound.
+        when_full: ``"block"`` (the default), ``"raise"`` or ``"evict"``: what ``submit``
+            does while ``max_queued`` tasks wait, as on ``PriorityThreadPoolExecutor``.
+        rate_limit: ``RateLimit(starts, per)`` or a ``(starts, per)`` pair: at most
+            ``starts`` hand-overs in any ``per`` seconds of ``clock``. Default None.
+        key_limit: at most this many tasks of one key (see :meth:`options`) handed over
+            and not yet finished, a positive int. Default None: no limit.
+        key_rate_limit: a ``RateLimit`` for the hand-overs of each key. Default None.
         shutdown_executor: ``shutdown()`` (and a front collected or left at exit) shuts
             ``executor`` down once every task handed to it has finished. False leaves it
             running, for its owner to shut down.
@@ -164,8 +175,9 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         TypeError: ``executor`` has no ``submit``; ``max_running`` is not an int (or is
             missing, for an executor without ``_max_workers``); ``clock`` is not callable;
             ``shutdown_executor`` or ``copy_context`` is not a bool.
-        ValueError: ``max_running`` is below 1; ``copy_context=True`` for an executor
-            that runs tasks elsewhere.
+        ValueError: ``max_running`` is below 1; ``ageing`` or a limit is not positive (or
+            not finite); ``when_full`` is not one of the three; ``copy_context=True`` for an
+            executor that runs tasks elsewhere.
     """
 
     _counter = itertools.count().__next__

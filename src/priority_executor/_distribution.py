@@ -153,7 +153,9 @@ class Distribution:
     _buckets: tuple[int, ...]
     _min: float  # exact; meaningless while count == 0
     _max: float
+    #: How many values were recorded.
     count: int
+    #: Their sum, in seconds.
     total: float
 
     def __init__(

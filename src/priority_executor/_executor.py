@@ -56,28 +56,43 @@ class PriorityThreadPoolExecutor(PriorityFront, ThreadPoolExecutor):  # type: ig
         initializer: called with ``initargs`` at the start of each worker thread. If it raises,
             the pool is broken: pending and later submissions get ``BrokenThreadPool``.
         initargs: arguments for ``initializer``.
-        clock: the clock of queue deadlines and rate limits, seconds as a float; default
-            ``time.monotonic``.
+        clock: the clock of queue deadlines, ageing and rate limits, seconds as a float;
+            default ``time.monotonic``.
+        ageing: seconds of waiting in the queue that raise a task's effective priority by
+            one, against starvation: no task of a priority ``gap`` higher that arrives more
+            than ``gap * ageing`` seconds after a task runs before it. A positive float;
+            default None: strict priority.
+        max_queued: the most tasks waiting in the queue (running ones do not count), a
+            positive int; default None: no bound.
+        when_full: what ``submit`` does while ``max_queued`` tasks wait. ``"block"`` (the
+            default): wait for room; the wait counts toward the task's own ``timeout``, and
+            from one of the pool's own threads it raises ``QueueFullError`` instead.
+            ``"raise"``: raise ``QueueFullError``. ``"evict"``: cancel the lowest-ranked
+            queued task (its waiters wake) if the new one outranks it, else raise
+            ``QueueFullError``.
         copy_context: run each task in a copy of its submitter's ``contextvars`` context,
             taken at ``submit``, as ``asyncio.to_thread`` does (tracing spans, request-scoped
             values); what a task sets then stays in its copy. Default False: the standard
             pool's semantics, where tasks run in their worker thread's own context, which
             starts empty and keeps what the initializer and earlier tasks set.
-        rate_limit: ``RateLimit(starts, per)``: at most ``starts`` task starts in any
-            ``per`` seconds of ``clock``, a sliding window. Default None: no limit.
-        key_limit: at most this many tasks of one key (see :meth:`options`) run at once.
-        key_rate_limit: a ``RateLimit`` for the starts of each key.
+        rate_limit: ``RateLimit(starts, per)`` or a ``(starts, per)`` pair: at most
+            ``starts`` task starts in any ``per`` seconds of ``clock``, a sliding window.
+            Default None: no limit.
+        key_limit: at most this many tasks of one key (see :meth:`options`) run at once, a
+            positive int. Default None: no limit.
+        key_rate_limit: a ``RateLimit`` for the starts of each key. Default None: no limit.
         idle_timeout: a worker idle this many seconds exits; the next task that needs one
-            starts a new one. Default None: workers live until shutdown, as in the
-            standard pool.
+            starts a new one. A positive float; default None: workers live until shutdown,
+            as in the standard pool.
 
     The limits (``max_workers`` too) are properties that can be set while the pool runs.
 
     Raises:
-        ValueError: ``max_workers`` is not greater than 0, or is infinite or NaN, or a limit
-            is out of range.
+        ValueError: ``max_workers`` is not greater than 0, or is infinite or NaN;
+            ``ageing``, ``idle_timeout`` or a limit is not positive (or not finite, or beyond
+            float range); ``when_full`` is not ``"block"``, ``"raise"`` or ``"evict"``.
         TypeError: ``initializer`` or ``clock`` is not callable, ``copy_context`` is not
-            a bool, or a limit has a wrong type.
+            a bool, or ``ageing``, ``idle_timeout`` or a limit has a wrong type.
     """
 
     #: What a broken pool raises; a subclass may change it, as on Python 3.14.

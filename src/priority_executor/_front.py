@@ -135,10 +135,14 @@ class PriorityFront:
         ``loop.run_in_executor``. Its ``shutdown()`` closes the view, not the pool.
 
         Args:
+            priority: any real number, as for :meth:`submit`; default ``Priority.NORMAL``.
+            timeout: the queue deadline of each task, in seconds on the pool's clock from
+                its submit, as for :meth:`submit`; default None: no deadline.
             key: any hashable value; None (the default) for no key.
 
         Raises:
             TypeError: ``key`` is not hashable, or ``priority`` or ``timeout`` has a wrong type.
+            ValueError: ``priority`` is NaN, or ``timeout`` is negative or NaN.
         """
         level, timeout = check_task_options(priority, timeout, self._admission.ageing)
         return PoolView(self, level, timeout, check_key(key))

@@ -36,12 +36,19 @@ class TaskInfo:
     in ``on_start``.
     """
 
+    #: The priority the task was last given.
     priority: Number
+    #: Its view's key; None for no key.
     key: Hashable
+    #: When it was submitted, in seconds on the pool's clock.
     submitted: float
+    #: When it started, in seconds on the pool's clock.
     started: float
+    #: When it ended, in seconds on the pool's clock; None in ``on_start``.
     finished: Optional[float] = None
+    #: ``"completed"`` or ``"failed"``; None in ``on_start``.
     outcome: Optional[str] = None
+    #: What the task raised, if it failed; else None.
     exception: Optional[BaseException] = None
 
 

@@ -93,7 +93,7 @@ class PoolView(ThreadPoolExecutor):
 
     @property
     def key(self) -> Hashable:
-        """The key of every task submitted through this view (None: no key)."""
+        """The key of every task submitted through this view (None for no key)."""
         return self._state.key
 
     @property
@@ -145,7 +145,10 @@ class PoolView(ThreadPoolExecutor):
         queue with ``when_full="block"``).
 
         Raises:
+            TypeError: ``fn`` is not callable.
             RuntimeError: this view or its pool was shut down (also while it waited for room).
+            QueueFullError: the pool's queue is full, as for the pool's ``submit``.
+            BrokenThreadPool: the pool is broken, as for the pool's ``submit``.
         """
         return self._state.submit(self._pool, fn, args, kwargs)
 

@@ -22,8 +22,11 @@ Number = Union[int, float]
 class Priority(enum.IntEnum):
     """Named priorities; any real number works too, and higher runs first."""
 
+    #: Background work, -1.
     LOW = -1
+    #: The default of ``submit``, 0.
     NORMAL = 0
+    #: Urgent work, 1.
     HIGH = 1
 
 

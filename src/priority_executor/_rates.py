@@ -24,7 +24,9 @@ from ._policy import describe, is_due, to_float
 class RateLimit(NamedTuple):
     """At most ``starts`` task starts in any ``per`` seconds (a sliding window)."""
 
+    #: How many starts the window allows, a positive int.
     starts: int
+    #: The window's length, in seconds on the pool's clock, positive and finite.
     per: float
 
 

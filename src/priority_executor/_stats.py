@@ -67,31 +67,59 @@ class ExecutorStatistics:
     counts the calls of listeners (``add_listener``) that raised.
     """
 
+    #: Tasks waiting in the queue now.
     queued: int
+    #: ``queued``, by priority (a plain number), for the priorities that have tasks queued.
     queued_by_priority: Mapping[float, int]
+    #: Tasks started and not yet finished.
     running: int
+    #: Worker threads alive; a ``PriorityExecutor``'s ``max_running``; the asyncio
+    #: scheduler's running coroutines.
     workers: int
-    idle_workers: Union[int, float]  # math.inf: no limit (an unbounded async scheduler)
+    #: Idle worker threads; on a ``PriorityExecutor`` or the asyncio scheduler, free slots
+    #: (``math.inf`` on an unbounded asyncio scheduler).
+    idle_workers: Union[int, float]
+    #: True between ``pause()`` and ``resume()``.
     paused: bool
+    #: Tasks accepted by ``submit`` so far.
     submitted: int
+    #: Tasks that returned.
     completed: int
+    #: Tasks that raised, or were failed by a broken pool.
     failed: int
+    #: Tasks cancelled before they started (by their user, by
+    #: ``shutdown(cancel_futures=True)`` or by eviction).
     cancelled: int
+    #: Tasks whose queue deadline passed before they started.
     expired: int
+    #: Calls of ``submit`` refused (shut down, broken, or queue full).
     rejected: int
+    #: Tasks taken out of the pool through ``_work_queue.get()``.
     taken: int = 0
+    #: Queued tasks that could start but for ``key_limit`` or ``key_rate_limit``.
     held_by_key: int = 0
+    #: True while ``rate_limit`` holds back a start that nothing else holds back.
     rate_limited: bool = False
+    #: A thread pool's ``max_workers``, the asyncio scheduler's ``concurrency`` (None for
+    #: ``math.inf``); None on a ``PriorityExecutor``.
     max_workers: Optional[int] = None
+    #: A ``PriorityExecutor``'s ``max_running``; None on the others.
     max_running: Optional[int] = None
+    #: The pool's rate limit in force, or None.
     rate_limit: Optional[RateLimit] = None
+    #: The key limit in force, or None.
     key_limit: Optional[int] = None
+    #: The per-key rate limit in force, or None.
     key_rate_limit: Optional[RateLimit] = None
+    #: Queue waits (submit to start) in seconds on the pool's clock, by priority class.
     wait: Mapping[PriorityClass, Distribution] = dataclasses.field(
         default_factory=_no_distributions
     )
+    #: Run times (start until the future is settled) in seconds, by priority class.
     run: Mapping[PriorityClass, Distribution] = dataclasses.field(default_factory=_no_distributions)
+    #: A count per outcome of the tasks that ended, by priority class.
     outcomes: Mapping[PriorityClass, Mapping[str, int]] = dataclasses.field(
         default_factory=_no_outcomes
     )
+    #: Calls of listeners (``add_listener``) that raised.
     listener_errors: int = 0

@@ -4,16 +4,16 @@
 
     instrument(pool, name="api")  # the global MeterProvider, or meter_provider=...
 
-=========================  ================  ====  ====================================
-instrument                 kind              unit  attributes
-=========================  ================  ====  ====================================
-``executor.queue.wait``    histogram         s     ``executor.name``, ``priority``
-``executor.task.duration`` histogram         s     ``executor.name``, ``priority``
-``executor.queued``        gauge (async)     1     ``executor.name``, ``priority``
-``executor.active``        gauge (async)     1     ``executor.name``
-``executor.tasks``         counter (async)   1     ``executor.name``, ``priority``,
-                                                   ``outcome``
-=========================  ================  ====  ====================================
+==========================  ================  ====  ====================================
+instrument                  kind              unit  attributes
+==========================  ================  ====  ====================================
+``executor.queue.wait``     histogram         s     ``executor.name``, ``priority``
+``executor.task.duration``  histogram         s     ``executor.name``, ``priority``
+``executor.queued``         gauge (async)     1     ``executor.name``, ``priority``
+``executor.active``         gauge (async)     1     ``executor.name``
+``executor.tasks``          counter (async)   1     ``executor.name``, ``priority``,
+                                                    ``outcome``
+==========================  ================  ====  ====================================
 
 The ``priority`` attribute is the priority class of ``statistics()``: a task's priority as
 a plain number for the first 16 distinct priorities, ``"other"`` for the rest, so no
@@ -40,7 +40,7 @@ from ._distribution import EXPORT_BOUNDS
 from ._listeners import ListenerHandle, TaskInfo
 from ._recording import OUTCOMES, PriorityClass, count_by_class
 
-#: The histograms' advised bucket boundaries, in seconds: from 1 µs to an hour.
+#: The histograms' advised bucket boundaries, in seconds, from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
 
 

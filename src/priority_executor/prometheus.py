@@ -48,7 +48,7 @@ from ._policy import Number
 from ._recording import OUTCOMES, PriorityClass, count_by_class
 from ._stats import ExecutorStatistics
 
-#: The histograms' upper bounds, in seconds: queue waits from 1 µs to an hour.
+#: The histograms' upper bounds, in seconds, for queue waits from 1 µs to an hour.
 BUCKETS = EXPORT_BOUNDS
 
 #: A pool's ``Tally.class_of``: the priority class under which a priority is reported.
