@@ -33,7 +33,8 @@ import statistics
 import sys
 import time
 import tracemalloc
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from contenders import gc_paused
 from front import DIRECT, FRONT, Case, Run, at_least, run_case

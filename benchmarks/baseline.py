@@ -20,8 +20,9 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 T = TypeVar("T")
 

@@ -16,9 +16,9 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable
 
 import priority_executor
 
@@ -97,7 +97,7 @@ def main() -> None:
                 runs[name].append(scenario(make))
 
         def ratio(a: str, b: str) -> float:
-            return statistics.median(x / y for x, y in zip(runs[a], runs[b]))  # noqa: B023
+            return statistics.median(x / y for x, y in zip(runs[a], runs[b], strict=True))  # noqa: B023
 
         medians = ", ".join(f"{name} {statistics.median(v):,.0f}/s" for name, v in runs.items())
         print(

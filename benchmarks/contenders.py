@@ -11,10 +11,10 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from baseline import PriorityQueuePool
 from priority_executor import PriorityThreadPoolExecutor

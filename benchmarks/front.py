@@ -29,12 +29,12 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from contenders import TIMEOUT
 from harness import Metric, Stats, Target, fmt, fmt_ratio, log, save
@@ -340,7 +340,7 @@ def noop_case(tasks: int) -> Case:
 def paired(raw: dict[str, list[dict[str, float]]], key: str, metric: str) -> Optional[float]:
     """Median over repetitions of ``key``'s number over the reference's from the same one."""
     reference = raw[next(iter(raw))]
-    ratios = [a[metric] / b[metric] for a, b in zip(raw[key], reference) if b[metric]]
+    ratios = [a[metric] / b[metric] for a, b in zip(raw[key], reference, strict=True) if b[metric]]
     return statistics.median(ratios) if ratios else None
 
 
@@ -383,7 +383,7 @@ def run_case(case: Case, repeat: int) -> dict[str, Any]:
 def render(cases: Sequence[Case], records: Sequence[dict[str, Any]]) -> str:
     """A table per case: median [min, max] and paired ratio per metric; then its targets."""
     lines: list[str] = []
-    for case, record in zip(cases, records):
+    for case, record in zip(cases, records, strict=True):
         lines += ["", f"**{case.name}**", ""]
         if record["error"] is not None:
             lines.append(f"failed: {record['error'].strip().splitlines()[-1]}")

@@ -28,10 +28,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from contenders import OURS, STDLIB, Contender
 
@@ -139,7 +139,7 @@ class CaseResult:
         reference = self.raw.get(REFERENCE, [])
         ratios = [
             mine[metric.key] / theirs[metric.key]
-            for mine, theirs in zip(ours, reference)
+            for mine, theirs in zip(ours, reference, strict=True)
             if metric.key in mine and metric.key in theirs and theirs[metric.key] != 0
         ]
         return statistics.median(ratios) if ratios else None

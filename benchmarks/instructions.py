@@ -55,11 +55,11 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import priority_executor
 from contenders import BASELINE, CONTENDERS, STDLIB, TIMEOUT, Gate, noop, start_workers
@@ -303,7 +303,7 @@ def read_events(out_dir: Path) -> dict[str, int]:
         values = found.get("totals", found.get("summary"))
         if values is None or "events" not in found:
             raise RuntimeError(f"no events: line, or no totals: or summary: line, in {path}")
-        for event, value in zip(found["events"], values):
+        for event, value in zip(found["events"], values, strict=True):
             totals[event] = totals.get(event, 0) + int(value)
     return totals
 
@@ -388,7 +388,7 @@ def summarize(
         if reference is not None:
             # Paired, as in harness.py: the median of the ratios from the same repetition.
             ratio = statistics.median(
-                rep["per_task"] / ref["per_task"] for rep, ref in zip(reps, reference)
+                rep["per_task"] / ref["per_task"] for rep, ref in zip(reps, reference, strict=True)
             )
         totals = [rep[k]["instructions"] for rep in reps for k in keys]
         summary[contender] = {
@@ -467,7 +467,7 @@ def environment(valgrind: str, package: dict[str, Any], source: Optional[Path]) 
 
 def _git_revision(directory: Path) -> Optional[dict[str, Any]]:
     revision = git_revision(directory)
-    return None if revision is None else dict(zip(("commit", "modified"), revision))
+    return None if revision is None else dict(zip(("commit", "modified"), revision, strict=True))
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -24,9 +24,10 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import wait
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import priority_executor
 from compare import Make, load_other, noop
@@ -140,7 +141,7 @@ def main() -> None:
     print("| --- | --- | --- | --- |")
     plain = statistics.median(runs["plain"])
     for name, values in runs.items():
-        ratio = statistics.median(x / y for x, y in zip(values, runs["plain"]))
+        ratio = statistics.median(x / y for x, y in zip(values, runs["plain"], strict=True))
         extra = (1 / statistics.median(values) - 1 / plain) * 1e6
         print(f"| {name} | {statistics.median(values):,.0f} | {ratio:.3f} | {extra:+.2f} µs |")
     if otel is None:

@@ -66,7 +66,9 @@ def environment() -> dict[str, Any]:
         # Whether the package under test is this checkout's src/ (no machine paths recorded).
         "priority_executor_from_checkout": HERE.parent / "src"
         in Path(priority_executor.__file__).parents,
-        "git": None if revision is None else dict(zip(("commit", "src_modified"), revision)),
+        "git": None
+        if revision is None
+        else dict(zip(("commit", "src_modified"), revision, strict=True)),
     }
 
 

@@ -12,8 +12,8 @@ import gc
 import itertools
 import sys
 import warnings
-from collections.abc import Coroutine
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Optional, TypeVar
 
 import pytest
 

@@ -15,11 +15,11 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Generic, NamedTuple, Optional, TypeVar, Union
+from typing import Any, Generic, NamedTuple, Optional, TypeVar, Union
 
 import pytest
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import pytest
 

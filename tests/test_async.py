@@ -8,7 +8,8 @@ import inspect
 import math
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

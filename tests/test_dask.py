@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, wait
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -17,10 +17,10 @@ import functools
 import gc
 import threading
 import weakref
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from concurrent.futures import CancelledError, Future, wait
 from contextlib import contextmanager
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -15,6 +15,7 @@ import math
 import random
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import (
     FIRST_COMPLETED,
     CancelledError,
@@ -24,7 +25,7 @@ from concurrent.futures import (
     wait,
 )
 from fractions import Fraction
-from typing import Any, Callable, Optional, cast
+from typing import Any, Optional, cast
 
 import pytest
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import (
     BrokenExecutor,
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
 )
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 

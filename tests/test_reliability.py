@@ -18,8 +18,9 @@ import sys
 import threading
 import types
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 

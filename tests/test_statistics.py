@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -18,9 +18,9 @@ import functools
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, wait
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import pytest
 

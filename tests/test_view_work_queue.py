@@ -14,9 +14,9 @@ import contextlib
 import queue
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

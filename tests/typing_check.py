@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
-from typing_extensions import Literal, assert_type
+from typing_extensions import assert_type
 
 from priority_executor import (
     AsyncPriorityScheduler,

@@ -78,7 +78,7 @@ def trial(contender: Contender, tasks: int, busy_seconds: float) -> dict[str, fl
         busy.result(TIMEOUT)
     finally:
         pool.shutdown(wait=True)
-    lateness = [(done - deadline) * 1e3 for done, deadline in zip(done_at, deadlines)]
+    lateness = [(done - deadline) * 1e3 for done, deadline in zip(done_at, deadlines, strict=True)]
     expired = sum(1 for f in futures if f.cancelled() or isinstance(f.exception(), ExpiredInQueue))
     return {
         "p50_ms": percentile(lateness, 50),

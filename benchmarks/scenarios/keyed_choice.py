@@ -36,8 +36,9 @@ trial, as in backlog-scaling.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Callable, Optional
+from typing import Optional
 
 from contenders import CONTENDERS, OURS, Gate, gc_paused, noop
 from harness import Case, Config, Metric, Target

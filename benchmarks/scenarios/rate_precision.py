@@ -124,8 +124,8 @@ def analyse(records: list[tuple[float, float]], limit: RateLimit) -> dict[str, f
     started = [s for _, s in ordered]
     starts, per = limit
     slots = [decided[i - starts] + per for i in range(starts, len(ordered))]
-    lags = [(s - slot) * 1e3 for s, slot in zip(started[starts:], slots)]
-    decision_lags = [(d - slot) * 1e3 for d, slot in zip(decided[starts:], slots)]
+    lags = [(s - slot) * 1e3 for s, slot in zip(started[starts:], slots, strict=True)]
+    decision_lags = [(d - slot) * 1e3 for d, slot in zip(decided[starts:], slots, strict=True)]
     handoffs = [(s - d) * 1e3 for d, s in ordered]
     return {
         "most_in_window": _most_in_window(decided, per),

@@ -19,8 +19,9 @@ import random
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 from contenders import CONTENDERS, TIMEOUT, Contender, start_workers
 from harness import Case, Config, Metric, percentile

@@ -24,8 +24,9 @@ import itertools
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Callable, Optional
+from typing import Optional
 
 from contenders import CONTENDERS, TIMEOUT, Contender, Gate, gc_paused, start_workers
 from harness import Case, Config, Metric, Target, percentile

@@ -76,9 +76,9 @@ from __future__ import annotations
 import copy
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
+from typing import Any, Generic, Literal, Optional, TypeVar, Union
 
 from . import _lifecycle
 from ._backlog import Backlog

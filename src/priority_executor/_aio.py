@@ -19,9 +19,9 @@ import inspect
 import math
 import numbers
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import Any, Callable, Optional, TypeVar, Union, cast
+from typing import Any, Optional, TypeVar, Union, cast
 
 from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction, close_coroutine
 from ._limits import Limits

@@ -45,10 +45,10 @@ import itertools
 import math
 import sys
 import weakref
-from collections.abc import Awaitable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from inspect import CO_COROUTINE
 from types import FunctionType
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 from ._backlog import Backlog
 from ._claim import Outcome

@@ -24,8 +24,9 @@ its user cancelled; :meth:`pop_due_locked` expires what the clock has passed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from ._claim import Outcome
 from ._keyed import KeyedQueue

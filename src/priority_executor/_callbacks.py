@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Optional, Protocol
 
 from ._context import fresh_thread
 

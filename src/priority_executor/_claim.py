@@ -10,9 +10,9 @@ one of them before any of their done-callbacks runs (see ``_futures``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable, Literal, Optional, Protocol
+from typing import Any, Literal, Optional, Protocol
 
 from ._futures import cancel_quietly, run_callbacks
 

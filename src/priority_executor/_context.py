@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def fresh_thread(name: str, target: Callable[..., object], **kwargs: Any) -> threading.Thread:

@@ -12,8 +12,9 @@ import contextlib
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Literal, NamedTuple, Optional, TypeVar, Union
+from typing import Any, Literal, NamedTuple, Optional, TypeVar, Union
 
 from . import _lifecycle
 from ._admission import Admission

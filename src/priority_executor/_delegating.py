@@ -12,10 +12,11 @@ import itertools
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent import futures
 from concurrent.futures import BrokenExecutor, Executor
-from typing import Callable, Optional
+from typing import Optional
 
 from ._control import AdmissionControl
 from ._dispatch import DelegateRunner

@@ -22,9 +22,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, Protocol, TextIO
+from typing import Any, Optional, Protocol, TextIO
 
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
@@ -345,7 +345,7 @@ def side_by_side(
     finally:
         if draw is not None:
             draw("")
-    for name, how in zip(pools, deadlines):
+    for name, how in zip(pools, deadlines, strict=True):
         pools[name]["deadlines"] = how
     before, after = (data["classes"]["HIGH"]["wait_ms"]["p99"] for data in pools.values())
     return {

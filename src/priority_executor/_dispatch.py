@@ -54,9 +54,10 @@ called with it held.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ._admission import Admission, error_template
 from ._claim import (

@@ -261,7 +261,7 @@ class Distribution:
         if not self.count:
             return other
         return Distribution(
-            [a + b for a, b in zip(self._buckets, other._buckets)],
+            [a + b for a, b in zip(self._buckets, other._buckets, strict=True)],
             self.count + other.count,
             self.total + other.total,
             min(self._min, other._min),
@@ -279,7 +279,7 @@ class Distribution:
             return NotImplemented
         if not earlier.count:  # such as a class with no record yet: all of this one, exactly
             return self
-        buckets = [a - b for a, b in zip(self._buckets, earlier._buckets)]
+        buckets = [a - b for a, b in zip(self._buckets, earlier._buckets, strict=True)]
         if any(n < 0 for n in buckets) or earlier.count > self.count:
             raise ValueError("the distribution subtracted is not an earlier snapshot of this one")
         count = self.count - earlier.count

@@ -16,10 +16,11 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ._control import AdmissionControl
 from ._front import PriorityFront

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future
-from typing import Any, Callable, Literal, Optional, TypeVar, Union
+from typing import Any, Literal, Optional, TypeVar, Union
 
 from ._context import InContext
 from ._control import AdmissionControl

@@ -32,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import _base as futures_base
-from typing import Any, Callable
+from typing import Any
 
 from ._policy import describe
 

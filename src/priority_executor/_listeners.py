@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Hashable
-from typing import Callable, Optional
+from collections.abc import Callable, Hashable
+from typing import Optional
 
 from ._claim import LOGGER, Outcome
 from ._policy import Number

@@ -13,9 +13,9 @@ import collections
 import itertools
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 T = TypeVar("T")
 Owner = TypeVar("Owner")
@@ -43,7 +43,7 @@ def map_results(
     """
     check_buffersize(buffersize)
     end_time = None if timeout is None else timeout + time.monotonic()
-    calls = zip(*iterables)
+    calls = zip(*iterables, strict=False)  # the shortest iterable ends it, as in map()
     if buffersize is None:
         futures = collections.deque(submit(owner, fn, args) for args in calls)
         owner_ref = None

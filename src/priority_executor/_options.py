@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Literal, Optional, Protocol, TypeVar, Union
+from typing import Any, Literal, Optional, Protocol, TypeVar, Union
 
 from ._map import map_results
 from ._policy import Number

@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from collections.abc import Hashable
-from typing import Callable, Literal, Optional, Union, get_args
+from collections.abc import Callable, Hashable
+from typing import Literal, Optional, Union, get_args
 
 Number = Union[int, float]
 

@@ -42,10 +42,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from ._policy import Number, is_due
 

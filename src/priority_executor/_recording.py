@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Callable, Optional, TypeVar, Union, overload
+from typing import Optional, TypeVar, Union, overload
 
 from ._distribution import BATCH, EMPTY, Distribution, Histogram
 from ._policy import Number

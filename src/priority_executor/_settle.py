@@ -11,9 +11,10 @@ settled, which is what ``join()`` waits for. Called without the pool's lock.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ._callbacks import CallbackRunner, Job
 from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
@@ -118,7 +119,7 @@ class Settler:
         cancel: its user's ``cancel()`` (or ``set_result``) came between the task's leaving
         the queue and its settling, so ``statistics()`` agrees with ``expired()``."""
         tally = self.sink.tally
-        for entry, future in zip(due, futures):
+        for entry, future in zip(due, futures, strict=True):
             if marked_expired(future):
                 continue
             if is_cancelled(future):

@@ -26,7 +26,8 @@ method is called with it held.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from ._admission import Admission
 from ._claim import LOGGER, Outcome, run

@@ -37,8 +37,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import queue
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ._claim import run
 from ._context import InContext

@@ -33,8 +33,8 @@ histogram: a count at a bound is exact to the pool's resolution (1.6 %).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Optional
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -141,7 +141,7 @@ def _fill(
 
 def _histogram(family: Any, labels: list[str], distribution: Distribution) -> None:
     cumulative = distribution.at_most(BUCKETS)
-    buckets = [(_bound(b), n) for b, n in zip(BUCKETS, cumulative)]
+    buckets = [(_bound(b), n) for b, n in zip(BUCKETS, cumulative, strict=True)]
     buckets.append(("+Inf", distribution.count))
     family.add_metric(labels, buckets, sum_value=distribution.total)
 
