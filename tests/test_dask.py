@@ -64,6 +64,12 @@ def fresh() -> str:
     return uuid.uuid4().hex
 
 
+def fresh_after(name: str) -> str:
+    """:func:`fresh`, once the cluster-wide event ``name`` is set."""
+    hold(name)
+    return fresh()
+
+
 def keywords(**kwargs: Any) -> dict[str, Any]:
     return kwargs
 
@@ -124,10 +130,17 @@ def test_tasks_are_handed_over_best_first_then_in_submission_order(client: Any) 
 
 def test_pure_false_runs_identical_calls_each_time(client: Any) -> None:
     # Dask's default names a task by its function and arguments: identical calls are one.
+    # Dask merges calls while the first is still held: all four are handed over before any
+    # can end, so that the merge does not depend on timing.
+    event = f"gate-{uuid.uuid4().hex}"
     with pytest.warns(UserWarning, match=exact(DASK_MERGES)):
-        deduplicated = PriorityExecutor(client.get_executor(), max_running=2)
+        deduplicated = PriorityExecutor(client.get_executor(), max_running=4)
     with deduplicated:
-        calls = [deduplicated.submit(fresh) for _ in range(4)]
+        try:
+            calls = [deduplicated.submit(fresh_after, event) for _ in range(4)]
+            wait_until(lambda: deduplicated.statistics().running == 4, "4 tasks handed over")
+        finally:
+            distributed.Event(event, client=client).set()
         assert len({call.result(TIMEOUT) for call in calls}) == 1
     with recipe(client) as front:
         calls = [front.submit(fresh) for _ in range(4)]
