@@ -78,7 +78,7 @@ def test_a_push_says_whether_it_went_ahead_of_every_queued_entry(
     queue = queue_type()
     assert not queue.push(_entry(), 0), "nothing queued: nothing to go ahead of"
     assert not queue.push(_entry(), 5)
-    assert not queue.push(_entry(), 0), "an equal key queues behind, in submission order"
+    assert not queue.push(_entry(), 0), "an equal rank queues behind, in submission order"
     assert not queue.push(_entry(), 3)
     assert queue.push(_entry(), -1)
     assert queue.push(_entry(), -2)
@@ -87,14 +87,14 @@ def test_a_push_says_whether_it_went_ahead_of_every_queued_entry(
 
 @pytest.mark.parametrize("queue_type", [TaskQueue, HeapQueue])
 def test_a_tombstone_in_front_can_only_hide_a_jump(queue_type: type[QueueBase]) -> None:
-    """The answer is O(1) against the smallest key stored, so a removed entry that still
+    """The answer is O(1) against the smallest rank stored, so a removed entry that still
     leads may hide a jump (a missed yield), but never makes one up."""
     queue = queue_type()
     first = _entry()
     queue.push(first, -5)
     queue.push(_entry(), 0)
     queue.remove(first)
-    assert not queue.push(_entry(), -5), "hidden by the tombstone of key -5"
+    assert not queue.push(_entry(), -5), "hidden by the tombstone of rank -5"
     assert queue.push(_entry(), -6)
     queue._check_invariants()
 

@@ -45,8 +45,8 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 The flows
 ---------
 1. **Submit to start.** :meth:`submit` makes the Future and its ``Entry`` and, under the lock,
-   :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), keys
-   the entry (``_policy.queue_key``), applies backpressure (``Room.make_room_locked``) and
+   :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
+   the entry (``_policy.rank_of``), applies backpressure (``Room.make_room_locked``) and
    signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
    it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
    starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
@@ -88,7 +88,7 @@ from ._futures import add_first_callback, is_cancelled
 from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
-from ._policy import Number, WhenFull, sort_key
+from ._policy import Number, WhenFull, strict_rank
 from ._queue import NO_KWARGS, Entry, Gate
 from ._room import Room
 from ._runner import Runner
@@ -185,25 +185,25 @@ class Admission(Backlog, Generic[RunnerT]):
         return future
 
     def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
-        """Check, key and queue (or expire, or make room for) a new entry."""
+        """Check, rank and queue (or expire, or make room for) a new entry."""
         self.check_accepting_locked(entry.priority, gate)
         if self.simple and timeout is None and self.ageing is None:
             self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
-            self._accept_locked(entry, sort_key(entry.priority), False, None)
+            self._accept_locked(entry, strict_rank(entry.priority), False, None)
             return
-        key, expired = self.stamp_locked(entry, timeout)
+        rank, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
-            evict, expired = self.room.make_room_locked(self, entry, key, gate)
+            evict, expired = self.room.make_room_locked(self, entry, rank, gate)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
         elif self.limits.timed:  # the timer wakes takers at rate slots
             self.timer.start_locked()  # may raise: nothing changed yet
             self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
-        self._accept_locked(entry, key, expired, evict)
+        self._accept_locked(entry, rank, expired, evict)
 
     def _accept_locked(
-        self, entry: Entry, key: Number, expired: bool, evict: Optional[Entry]
+        self, entry: Entry, rank: Number, expired: bool, evict: Optional[Entry]
     ) -> None:
         """Count and queue a checked entry: the only step of submit that changes state.
 
@@ -227,7 +227,7 @@ class Admission(Backlog, Generic[RunnerT]):
                     self.queue.remove(evict)
                     tally.evicted(evict.priority)
                     self.evicted.append(evict)
-                jumps = self.queue.push(entry, key)
+                jumps = self.queue.push(entry, rank)
                 if not self.paused:
                     if jumps and not self.jumped:
                         self.jumped = jump_window()

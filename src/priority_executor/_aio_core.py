@@ -296,14 +296,14 @@ class AsyncCore(Backlog):
         try:
             if self.stopping:
                 self.check_accepting_locked(priority)
-            key, expired = self.stamp_locked(entry, timeout)
+            rank, expired = self.stamp_locked(entry, timeout)
             evict = None
             if (
                 self.room.max_queued is not None
                 and not expired
                 and self.room.full_locked(self.queue)
             ):
-                evict, _ = self.room.make_room_locked(self, entry, key, None)
+                evict, _ = self.room.make_room_locked(self, entry, rank, None)
         except BaseException:
             self._discard(entry)
             raise
@@ -316,7 +316,7 @@ class AsyncCore(Backlog):
             self.queue.remove(evict)
             self.tally.evicted(evict.priority)
             self._discard(evict).cancel()
-        self.queue.push(entry, key)
+        self.queue.push(entry, rank)
         if args is AWAIT:
             self.coroutines.add(fn)
         self.halted = False

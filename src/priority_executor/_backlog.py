@@ -15,7 +15,7 @@ What differs between owners is told by four hooks, called from inside the policy
 - :meth:`shrunk_locked`: a task left the queue or settled; wake who waits for that.
 - :meth:`emptied_locked`: a task left the queue unstarted; a stopping owner may be done.
 
-The flows each owner follows: :meth:`stamp_locked` keys a new entry (and reads its deadline),
+The flows each owner follows: :meth:`stamp_locked` ranks a new entry (and reads its deadline),
 ``queue.push`` queues it; :meth:`take_locked` is the one place a task leaves the queue to
 start; :meth:`finished_locked` counts how it ended; :meth:`unqueue_locked` removes a task
 its user cancelled; :meth:`pop_due_locked` expires what the clock has passed.
@@ -32,7 +32,7 @@ from ._claim import Outcome
 from ._keyed import KeyedQueue
 from ._limits import Limits
 from ._orders import HeapQueue, TaskQueue
-from ._policy import Number, is_due, queue_key, sort_key
+from ._policy import Number, is_due, rank_of, strict_rank
 from ._queue import Entry, QueueBase
 from ._rates import RateLimit
 from ._recording import Tally
@@ -96,7 +96,7 @@ class Backlog:
     # -- queueing ----------------------------------------------------------------------------
 
     def stamp_locked(self, entry: Entry, timeout: Optional[float]) -> tuple[Number, bool]:
-        """Stamp a new entry's time of submission and deadline: its sort key, and if it is due.
+        """Stamp a new entry's time of submission and deadline: its rank, and if it is due.
 
         With neither a deadline nor ageing the clock decides nothing: if it raises, the
         error is listed in ``clock_errors`` and the task's wait goes unrecorded. Otherwise
@@ -104,13 +104,13 @@ class Backlog:
         """
         if timeout is None and self.ageing is None:
             self.arrived_locked(entry)
-            return sort_key(entry.priority), False
+            return strict_rank(entry.priority), False
         now = entry.queued_at = self.clock()
-        key = queue_key(entry.priority, now, self.ageing)
+        rank = rank_of(entry.priority, now, self.ageing)
         if timeout is None:
-            return key, False
+            return rank, False
         entry.deadline = now + timeout
-        return key, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+        return rank, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
 
     def arrived_locked(self, entry: Entry) -> None:
         """Stamp the time of submission of an entry whose clock reading decides nothing."""
@@ -133,7 +133,7 @@ class Backlog:
         # runs after cancel() returns, removes it: it has not moved.
         if entry is None or future.done():
             return False
-        self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing), priority)
+        self.queue.requeue(entry, rank_of(priority, entry.queued_at, self.ageing), priority)
         return True
 
     # -- starting ----------------------------------------------------------------------------

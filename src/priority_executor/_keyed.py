@@ -1,8 +1,8 @@
 """The keyed ordering: one lane per key, so that a key at its limit holds back only its own tasks.
 
 With ``key_limit`` or ``key_rate_limit`` set, the queue is a :class:`KeyedQueue`. Each key
-(``None`` for the tasks submitted without one) has a *lane*: a heap of ``(key, seq, entry)``,
-best first, where ``key`` is the sort key of the entry and ``seq`` its number in submission
+(``None`` for the tasks submitted without one) has a *lane*: a heap of ``(rank, seq, entry)``,
+best first, where ``rank`` is the rank of the entry and ``seq`` its number in submission
 order. A key whose limits hold its tasks back is *closed* (``closed``), the others are open.
 The *ready* heap lists the head of every open lane that has live entries, so that the best
 task that may start is ``ready[0]``: a pop costs O(log n), however many keys are closed and
@@ -27,7 +27,7 @@ Invariants, beyond those of :class:`~._queue.QueueBase` (checked by ``_check_ord
   entries; ``stored`` counts the items of every lane;
 * an open lane's ``listed`` is its best live item, and is in ``ready``; a closed lane lists
   nothing; ``held`` is the number of live entries in closed lanes;
-* with eviction, ``worst_heap`` holds ``(-key, -seq, entry)`` of every live entry.
+* with eviction, ``worst_heap`` holds ``(-rank, -seq, entry)`` of every live entry.
 """
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ class KeyedQueue(QueueBase):
     # -- the ordering ------------------------------------------------------------------------
 
     def _store(self, entry: Entry) -> bool:
-        item = (entry.key, self._next_seq(), entry)
+        item = (entry.rank, self._next_seq(), entry)
         lane = self.lanes.get(entry.group)
         if lane is None:
             lane = self.lanes[entry.group] = Lane(entry.group in self.closed)
         heapq.heappush(lane.heap, item)
         lane.live += 1
         if self.worst_heap is not None:
-            heapq.heappush(self.worst_heap, (-entry.key, -item[1], entry))
+            heapq.heappush(self.worst_heap, (-entry.rank, -item[1], entry))
         if lane.closed:
             self.held += 1
             return False
@@ -189,10 +189,10 @@ class KeyedQueue(QueueBase):
         elif lane.listed is not None and lane.listed[2] is entry:
             self._list(lane)
 
-    def requeue(self, entry: Entry, key: Number, priority: Optional[Number] = None) -> Entry:
+    def requeue(self, entry: Entry, rank: Number, priority: Optional[Number] = None) -> Entry:
         # The lane loses the old entry and gains its successor, in super().requeue's push.
         # The successor is pushed first, so the lane is not dropped in between.
-        successor = super().requeue(entry, key, priority)
+        successor = super().requeue(entry, rank, priority)
         self._unqueued(entry)
         return successor
 
@@ -252,7 +252,7 @@ class KeyedQueue(QueueBase):
             live = [item for item in heap if item[2].queued]
             assert lane.live == len(live) > 0, "a lane's live count is off"
             assert all(item[2].group == group for item in live), "an entry in the wrong lane"
-            assert all(item[0] == item[2].key for item in live), "key changed"
+            assert all(item[0] == item[2].rank for item in live), "rank changed"
             assert lane.closed == (group in self.closed), "a lane closed differs from its key"
             if lane.closed:
                 held += lane.live

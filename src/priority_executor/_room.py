@@ -73,8 +73,8 @@ class Room:
         """``max_queued`` tasks wait: a new one needs :meth:`make_room_locked` first."""
         return self.max_queued is not None and len(queue) >= self.max_queued
 
-    def make_room_locked(self, host: Host, entry: Entry, key: Number, gate: Any) -> Decision:
-        """Apply ``when_full`` for ``entry`` (of sort ``key``) on a full queue.
+    def make_room_locked(self, host: Host, entry: Entry, rank: Number, gate: Any) -> Decision:
+        """Apply ``when_full`` for ``entry`` (of rank ``rank``) on a full queue.
 
         Raises:
             QueueFullError: ``when_full`` is "raise", or "evict" and no queued task ranks
@@ -83,7 +83,7 @@ class Room:
         """
         if self.when_full == "evict":
             worst = host.queue.worst()
-            if worst is not None and key < worst.key:
+            if worst is not None and rank < worst.rank:
                 return Decision(worst, False)
         if self.when_full != "block":
             host.tally.add("rejected", entry.priority)
