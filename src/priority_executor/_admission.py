@@ -164,8 +164,8 @@ class Admission(Backlog, Generic[RunnerT]):
         """Queue a task whose arguments the front has checked; ``gate``: the view, if any."""
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
-        group = None if gate is None else gate.key
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group, gate)
+        key = None if gate is None else gate.key
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key, gate)
         add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):
@@ -348,9 +348,9 @@ class Admission(Backlog, Generic[RunnerT]):
         self.running -= 1
         self.ended_locked(outcome, entry)
         self.settling += 1
-        group = entry.group if keyed else None
-        if group is not None:
-            self.limits.finished_locked(group, self.queue)
+        key = entry.key if keyed else None
+        if key is not None:
+            self.limits.finished_locked(key, self.queue)
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""

@@ -200,8 +200,8 @@ class Backlog:
                     entry.started = math.nan
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
-            counted = not as_work_queue and (limited or entry.group is not None)
-            if counted and limits.started_locked(entry.group, now, queue):
+            counted = not as_work_queue and (limited or entry.key is not None)
+            if counted and limits.started_locked(entry.key, now, queue):
                 self.wake_timer_locked()
         if opened:  # the owner starts the takers it counts in, after unlocking
             self.opened_locked(now)
@@ -218,9 +218,9 @@ class Backlog:
         """
         self.running -= 1
         self.ended_locked(outcome, entry)
-        group = entry.group if keyed else None
-        if group is not None:
-            self.limits.finished_locked(group, self.queue)
+        key = entry.key if keyed else None
+        if key is not None:
+            self.limits.finished_locked(key, self.queue)
         if self.joiners:
             self.shrunk_locked()
 

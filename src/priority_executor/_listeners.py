@@ -118,7 +118,7 @@ class Watch:
 
     def __init__(self, listeners: Listeners, entry: Entry) -> None:
         self.listeners = listeners
-        self.info = TaskInfo(entry.priority, entry.group, entry.queued_at, entry.started)
+        self.info = TaskInfo(entry.priority, entry.key, entry.queued_at, entry.started)
 
     def started(self) -> None:
         """The task won its claim and is about to run (or was handed over)."""

@@ -77,7 +77,7 @@ class Entry:
         "fn",
         "future",
         "gate",
-        "group",
+        "key",
         "kwargs",
         "priority",
         "queued",
@@ -96,7 +96,7 @@ class Entry:
         kwargs: Mapping[str, Any],
         priority: Number,
         deadline: Optional[float],
-        group: Hashable = None,
+        key: Hashable = None,
         gate: Optional[Gate] = None,
     ) -> None:
         self.future = future
@@ -105,7 +105,7 @@ class Entry:
         self.kwargs = kwargs
         self.priority = priority
         self.deadline = deadline
-        self.group = group  # the key of the view it came through (None: no key)
+        self.key = key  # the key of the view it came through (None: no key)
         self.gate = gate  # the view it came through (None: the pool itself)
         self.rank: Number = 0  # the order it runs in: smaller first (see _policy.rank_of)
         self.queued = False  # True from push until it leaves the queue; then a tombstone
@@ -131,7 +131,7 @@ def _successor(entry: Entry) -> Entry:
         entry.kwargs,
         entry.priority,
         entry.deadline,
-        entry.group,
+        entry.key,
         entry.gate,
     )
     successor.queued_at = entry.queued_at
@@ -178,12 +178,12 @@ class QueueBase:
         """The live entry that would run last, or None if nothing is queued."""
         raise NotImplementedError
 
-    def close(self, group: Hashable) -> None:
-        """Hold back the tasks of key ``group``: only a ``KeyedQueue`` can (see ``_keyed.py``)."""
+    def close(self, key: Hashable) -> None:
+        """Hold back the tasks of ``key``: only a ``KeyedQueue`` can (see ``_keyed.py``)."""
         raise NotImplementedError("only a KeyedQueue holds the tasks of a key back")
 
-    def open(self, group: Hashable) -> bool:
-        """Let the tasks of key ``group`` start again; False: none was held back."""
+    def open(self, key: Hashable) -> bool:
+        """Let the tasks of ``key`` start again; False: none was held back."""
         return False
 
     def pop_any(self) -> Optional[Entry]:
