@@ -89,7 +89,7 @@ from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
 from ._policy import Number, WhenFull, strict_rank
-from ._queue import NO_KWARGS, Entry, Gate
+from ._queue import NO_KWARGS, Entry, ViewState
 from ._room import Room
 from ._runner import Runner
 from ._settle import Settler
@@ -159,19 +159,19 @@ class Admission(Backlog, Generic[RunnerT]):
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
-        gate: Optional[Gate] = None,
+        view_state: Optional[ViewState] = None,
     ) -> Future[Any]:
-        """Queue a task whose arguments the front has checked; ``gate``: the view, if any."""
+        """Queue a task whose arguments the front has checked; ``view_state``: its view's."""
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
-        key = None if gate is None else gate.key
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key, gate)
+        key = None if view_state is None else view_state.key
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key, view_state)
         add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):
             acquire_politely(lock)
         try:
-            self._admit_locked(entry, timeout, gate)
+            self._admit_locked(entry, timeout, view_state)
         finally:
             lock.release()
         try:
@@ -184,9 +184,11 @@ class Admission(Backlog, Generic[RunnerT]):
             yield_in_window(self.jumped)
         return future
 
-    def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
+    def _admit_locked(
+        self, entry: Entry, timeout: Optional[float], view_state: Optional[ViewState]
+    ) -> None:
         """Check, rank and queue (or expire, or make room for) a new entry."""
-        self.check_accepting_locked(entry.priority, gate)
+        self.check_accepting_locked(entry.priority, view_state)
         if self.simple and timeout is None and self.ageing is None:
             self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
             self._accept_locked(entry, strict_rank(entry.priority), False, None)
@@ -194,7 +196,7 @@ class Admission(Backlog, Generic[RunnerT]):
         rank, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
-            evict, expired = self.room.make_room_locked(self, entry, rank, gate)
+            evict, expired = self.room.make_room_locked(self, entry, rank, view_state)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
         elif self.limits.timed:  # the timer wakes takers at rate slots
@@ -249,7 +251,9 @@ class Admission(Backlog, Generic[RunnerT]):
             self.jumped = jumped_before
             raise
 
-    def check_accepting_locked(self, priority: Number, gate: Optional[Gate] = None) -> None:
+    def check_accepting_locked(
+        self, priority: Number, view_state: Optional[ViewState] = None
+    ) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued.
 
         ``priority``: the refused task's, for the counts by class.
@@ -260,7 +264,7 @@ class Admission(Backlog, Generic[RunnerT]):
             message = "cannot schedule new futures after shutdown"
         elif _lifecycle.exiting:
             message = "cannot schedule new futures after interpreter shutdown"
-        elif gate is not None and gate.closed:
+        elif view_state is not None and view_state.closed:
             message = "cannot schedule new futures after shutdown"
         else:
             return

@@ -254,7 +254,7 @@ class AsyncCore(Backlog):
 
     # -- 1. submit ----------------------------------------------------------------------------
 
-    def check_accepting_locked(self, priority: Number, gate: Any = None) -> None:
+    def check_accepting_locked(self, priority: Number, view_state: Any = None) -> None:
         """Refuse new work once closing, as the standard pool does after shutdown."""
         if self.stopping:
             self.tally.add("rejected", priority)

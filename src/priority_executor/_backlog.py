@@ -343,7 +343,7 @@ class Backlog:
         """
         limits, queue = self.limits, self.queue
         if isinstance(queue, KeyedQueue):
-            limits.regate_locked(queue)  # and if no key limit is left, it opens every key
+            limits.reclose_keys_locked(queue)  # and if no key limit is left, it opens every key
         if limits.keyed != isinstance(queue, KeyedQueue):
             # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
             # without the lock, and must find every queued task in whichever it reads.

@@ -38,16 +38,16 @@ from ._policy import check_limit, is_due
 from ._rates import RateLimit, Window, check_rate_limit, rewindow
 
 
-class Gates(Protocol):
-    """What the limits open and close: the queue's keys (``_keyed.KeyedQueue``)."""
+class LimitedQueue(Protocol):
+    """The queue as the limits see it: it holds back, and lets go, the tasks of a key."""
 
     def close(self, key: Hashable) -> None: ...
 
     def open(self, key: Hashable) -> bool: ...
 
 
-class KeyGates(Gates, Protocol):
-    """Gates that say which keys they hold closed."""
+class KeyedLimitedQueue(LimitedQueue, Protocol):
+    """A queue that says which keys it holds closed (``_keyed.KeyedQueue``)."""
 
     closed: set[Hashable]
 
@@ -126,7 +126,7 @@ class Limits:
 
     # -- what the take and the timer report --------------------------------------------------
 
-    def release_locked(self, now: float, gates: Gates) -> bool:
+    def release_locked(self, now: float, queue: LimitedQueue) -> bool:
         """Open what the clock has reached at ``now``; True if a start may now be allowed."""
         opened = False
         if self.rate_until is not None and is_due(self.rate_until, now):
@@ -140,7 +140,7 @@ class Limits:
             state = self.keys[wake[2]]
             state.until = None
             if not self.saturated(state):
-                opened = gates.open(wake[2]) or opened
+                opened = queue.open(wake[2]) or opened
         quiet = self.quiet
         while quiet and is_due(quiet[0][0], now):
             key = heapq.heappop(quiet)[2]
@@ -157,7 +157,7 @@ class Limits:
         """Hold every start back until the timer can read the clock (which just raised)."""
         self.rate_until = -math.inf
 
-    def started_locked(self, key: Hashable, now: float, gates: Gates) -> bool:
+    def started_locked(self, key: Hashable, now: float, queue: LimitedQueue) -> bool:
         """A task of ``key`` started at ``now``; True if a window filled (wake the timer)."""
         filled = False
         if self.window is not None:
@@ -174,7 +174,7 @@ class Limits:
         if state.window is not None:
             filled = self._fill_locked(key, state, state.window.record(now)) or filled
         if self.saturated(state):
-            gates.close(key)
+            queue.close(key)
         return filled
 
     def _fill_locked(self, key: Hashable, state: KeyState, until: Optional[float]) -> bool:
@@ -185,13 +185,13 @@ class Limits:
         heapq.heappush(self.wakes, (until, self._seq(), key))
         return True
 
-    def finished_locked(self, key: Hashable, gates: Gates) -> None:
+    def finished_locked(self, key: Hashable, queue: LimitedQueue) -> None:
         """A task of ``key`` finished: open it if that gave it room."""
         state = self.keys[key]
         was = self.saturated(state)
         state.running -= 1
         if was and not self.saturated(state):
-            gates.open(key)
+            queue.open(key)
         if not state.running:
             if state.window is None or not state.window.times:
                 del self.keys[key]
@@ -216,29 +216,29 @@ class Limits:
         self._flags()
 
     def set_key_limit_locked(self, limit: Optional[int]) -> None:
-        """Set ``key_limit``; the caller then regates the queue's keys."""
+        """Set ``key_limit``; the caller then recloses the queue's keys."""
         self.key_limit = limit
         self._flags()
 
     def set_key_rate_limit_locked(self, limit: Optional[RateLimit], now: float) -> None:
-        """Set ``key_rate_limit``, keeping each key's starts; the caller then regates."""
+        """Set ``key_rate_limit``, keeping each key's starts; the caller then recloses keys."""
         self.key_rate_limit = limit
         for key, state in list(self.keys.items()):
             state.window = rewindow(state.window, limit)
             window = state.window
             self._fill_locked(key, state, None if window is None else window.closed_until(now))
             if self._idle(state, now):
-                del self.keys[key]  # regate_locked opens it if it was closed
+                del self.keys[key]  # reclose_keys_locked opens it if it was closed
             elif not state.running and state.window is not None:
                 heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
         self._flags()
 
-    def regate_locked(self, gates: KeyGates) -> None:
+    def reclose_keys_locked(self, queue: KeyedLimitedQueue) -> None:
         """Close the keys now at a limit and open the others; O(keys with state)."""
-        for key in [key for key in gates.closed if not self._holds(key)]:
-            gates.open(key)
+        for key in [key for key in queue.closed if not self._holds(key)]:
+            queue.open(key)
         for key in self.saturated_keys():
-            gates.close(key)
+            queue.close(key)
 
     def _holds(self, key: Hashable) -> bool:
         state = self.keys.get(key)

@@ -58,8 +58,8 @@ KEEP_ZEROS = 64
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
-class Gate(Protocol):
-    """The view a task came through: its state and key, read under the pool's lock."""
+class ViewState(Protocol):
+    """The state of the view a task came through (``_options._ViewState``); read under the lock."""
 
     closed: bool
     key: Hashable  # the key of every task submitted through the view (None: no key)
@@ -76,7 +76,6 @@ class Entry:
         "deadline",
         "fn",
         "future",
-        "gate",
         "key",
         "kwargs",
         "priority",
@@ -84,6 +83,7 @@ class Entry:
         "queued_at",
         "rank",
         "started",
+        "view_state",
     )
 
     started: float  # the clock when it started (NaN: unknown); set by the take that starts it
@@ -97,7 +97,7 @@ class Entry:
         priority: Number,
         deadline: Optional[float],
         key: Hashable = None,
-        gate: Optional[Gate] = None,
+        view_state: Optional[ViewState] = None,
     ) -> None:
         self.future = future
         self.fn = fn
@@ -106,7 +106,7 @@ class Entry:
         self.priority = priority
         self.deadline = deadline
         self.key = key  # the key of the view it came through (None: no key)
-        self.gate = gate  # the view it came through (None: the pool itself)
+        self.view_state = view_state  # its view's state (None: submitted to the pool itself)
         self.rank: Number = 0  # the order it runs in: smaller first (see _policy.rank_of)
         self.queued = False  # True from push until it leaves the queue; then a tombstone
         self.queued_at = 0.0  # the clock at submit (NaN if it raised)
@@ -132,7 +132,7 @@ def _successor(entry: Entry) -> Entry:
         entry.priority,
         entry.deadline,
         entry.key,
-        entry.gate,
+        entry.view_state,
     )
     successor.queued_at = entry.queued_at
     entry.detach()
