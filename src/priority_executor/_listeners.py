@@ -112,7 +112,10 @@ class Listeners:
 
 
 class Watch:
-    """Tells a pool's listeners of one task's start and end; made only when there are some."""
+    """Tells a pool's listeners of one task's start and end (a ``_claim.RunObserver``).
+
+    Made only when the pool has listeners.
+    """
 
     __slots__ = ("info", "listeners")
 
