@@ -180,8 +180,8 @@ class Admission(Backlog, Generic[RunnerT]):
         finally:
             if self.evicted:
                 self.settler.owed()
-        if self.jumped:  # a hint: see "Queue jumps" in _lock.py
-            yield_in_window(self.jumped)
+        if self.yield_until:  # a hint: see "Queue jumps" in _lock.py
+            yield_in_window(self.yield_until)
         return future
 
     def _admit_locked(
@@ -217,7 +217,7 @@ class Admission(Backlog, Generic[RunnerT]):
         classes_before = None
         if expired or evict is not None:  # counted by class too
             classes_before = tally.save(entry, evict)
-        runner_before, jumped_before = self.runner.snapshot_locked(), self.jumped
+        runner_before, yield_until_before = self.runner.snapshot_locked(), self.yield_until
         try:
             if expired:
                 # No one has seen this future yet: it has no waiter and no callback but
@@ -231,8 +231,8 @@ class Admission(Backlog, Generic[RunnerT]):
                     self.evicted.append(evict)
                 jumps = self.queue.push(entry, rank)
                 if not self.paused:
-                    if jumps and not self.jumped:
-                        self.jumped = jump_window()
+                    if jumps and not self.yield_until:
+                        self.yield_until = jump_window()
                     waiting = len(self.queue.entries)
                     if self.limits.on:
                         waiting = self.waiting_locked()
@@ -248,7 +248,7 @@ class Admission(Backlog, Generic[RunnerT]):
                     self.evicted.remove(evict)
                 self.queue.restore(evict)  # its removal may have stopped part-way
             self.runner.rollback_locked(runner_before)
-            self.jumped = jumped_before
+            self.yield_until = yield_until_before
             raise
 
     def check_accepting_locked(

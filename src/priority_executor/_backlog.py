@@ -63,7 +63,7 @@ class Backlog:
         # A task went ahead of queued ones and no take has happened since: until this
         # monotonic time, the thread pool's submitters yield the GIL (see "Queue jumps" in
         # _lock.py); 0.0 for none. A hint, also read without the lock.
-        self.jumped = 0.0
+        self.yield_until = 0.0
         self.stopping = False  # no task will be queued again: drain, then stop
         self.tally = Tally()  # the counts, by priority class, and the wait and run times
         self.joiners = 0  # join() calls waiting for quiet
@@ -191,7 +191,7 @@ class Backlog:
             entry = pop()
         if entry is not None:
             self.running += 1
-            self.jumped = 0.0  # the best task has left the queue
+            self.yield_until = 0.0  # the best task has left the queue
             if not as_work_queue:  # stamped for its wait and run, recorded when it ends
                 try:
                     entry.started = self.clock()
@@ -393,7 +393,7 @@ class Backlog:
         queue, limits = self.queue, self.limits
         queue._check_invariants()
         assert self.running >= 0, "more tasks finished than started"
-        assert not (self.jumped and self.paused), "submitters yield to a paused pool"
+        assert not (self.yield_until and self.paused), "submitters yield to a paused pool"
         assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
         if self.room.max_queued is not None:
             assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
