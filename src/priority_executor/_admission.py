@@ -21,7 +21,7 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 
 - Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
   ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
-  ``broken_error``, ``tally``, ``joiners``, ``simple``; the state of the limits
+  ``broken_error``, ``tally``, ``joiners``, ``fast_submit``; the state of the limits
   (``_limits.Limits``), the room, the timer, the callback threads and the runner.
 - Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
   The rate and key limits and the runner's size change only under the lock
@@ -189,7 +189,7 @@ class Admission(Backlog, Generic[RunnerT]):
     ) -> None:
         """Check, rank and queue (or expire, or make room for) a new entry."""
         self.check_accepting_locked(entry.priority, view_state)
-        if self.simple and timeout is None and self.ageing is None:
+        if self.fast_submit and timeout is None and self.ageing is None:
             self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
             self._accept_locked(entry, strict_rank(entry.priority), False, None)
             return

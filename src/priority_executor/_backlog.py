@@ -50,7 +50,7 @@ class Backlog:
         self.ageing = ageing
         self.limits = limits
         self.room = room
-        self.simple = False  # no bound and no limit: see limits_changed_locked
+        self.fast_submit = False  # no bound, no limit: submit may take its fast path
         self.queue = self._new_queue()
         self.running = 0  # taken to start, outcome not yet reported
         self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
@@ -350,7 +350,7 @@ class Backlog:
             reordered = self._new_queue()
             queue.move_to(reordered)
             self.queue = reordered
-        self.simple = self.room.max_queued is None and not limits.on
+        self.fast_submit = self.room.max_queued is None and not limits.on
 
     # -- what it reports -----------------------------------------------------------------------
 
@@ -398,7 +398,7 @@ class Backlog:
         if self.room.max_queued is not None:
             assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
         assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-        assert self.simple == (self.room.max_queued is None and not limits.on), "fast path"
+        assert self.fast_submit == (self.room.max_queued is None and not limits.on), "fast path"
         if isinstance(queue, KeyedQueue):
             limits.check(queue.closed)
         assert sum(state.running for state in limits.keys.values()) <= self.running
