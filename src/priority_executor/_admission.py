@@ -49,7 +49,7 @@ The flows
    the entry (``_policy.rank_of``), applies backpressure (``Room.make_room_locked``) and
    signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
    it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
-   starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
+   starts a thread counted in, and ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
    (``_limits.py``; under key limits the queue is a ``_keyed.KeyedQueue``), counted
    ``running``; an entry found past its deadline on the way is counted expired, for the
@@ -179,7 +179,7 @@ class Admission(Backlog, Generic[RunnerT]):
                 self.runner.start_pending(entry)
         finally:
             if self.evicted:
-                self.settler.owed()
+                self.settler.settle_deferred()
         if self.yield_until:  # a hint: see "Queue jumps" in _lock.py
             yield_in_window(self.yield_until)
         return future

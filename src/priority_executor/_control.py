@@ -191,7 +191,7 @@ class AdmissionControl(Admission[RunnerT]):
     def _finish_interrupted(self) -> None:
         """Start the threads and settle the evictions that an interrupted submit left."""
         self.runner.start_pending(None)
-        self.settler.owed()
+        self.settler.settle_deferred()
 
     def statistics(self) -> ExecutorStatistics:
         """A snapshot of the pool's state and counts, taken under the lock."""

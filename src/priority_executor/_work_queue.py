@@ -156,7 +156,7 @@ class WorkQueue:
             if entry is not None:
                 admission.finished_locked("taken", entry, keyed=False)
             admission.emptied_locked()
-        admission.settler.owed()  # a clock error on the way
+        admission.settler.settle_deferred()  # a clock error on the way
         try:
             admission.settler.cancel(due, expired=True)  # wakes their waiters, counts them
         finally:
