@@ -234,7 +234,7 @@ class Admission(Backlog, Generic[RunnerT]):
                     if jumps and not self.yield_until:
                         self.yield_until = jump_window()
                     waiting = len(self.queue.entries)
-                    if self.limits.on:
+                    if self.limits.any_set:
                         waiting = self.waiting_locked()
                     self.runner.queued_locked(waiting)
             tally.submitted += 1

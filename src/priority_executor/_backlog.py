@@ -162,7 +162,7 @@ class Backlog:
         elif self.paused:
             return None
         else:
-            pop, limited = queue.pop, limits.on
+            pop, limited = queue.pop, limits.any_set
         now = 0.0  # read only under a rate limit
         opened = False  # the clock opened a key or a slot: other takers may start now
         if limited and limits.timed:
@@ -350,7 +350,7 @@ class Backlog:
             reordered = self._new_queue()
             queue.move_to(reordered)
             self.queue = reordered
-        self.fast_submit = self.room.max_queued is None and not limits.on
+        self.fast_submit = self.room.max_queued is None and not limits.any_set
 
     # -- what it reports -----------------------------------------------------------------------
 
@@ -398,7 +398,9 @@ class Backlog:
         if self.room.max_queued is not None:
             assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
         assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-        assert self.fast_submit == (self.room.max_queued is None and not limits.on), "fast path"
+        assert self.fast_submit == (self.room.max_queued is None and not limits.any_set), (
+            "fast path"
+        )
         if isinstance(queue, KeyedQueue):
             limits.check(queue.closed)
         assert sum(state.running for state in limits.keys.values()) <= self.running

@@ -99,7 +99,7 @@ class Limits:
         #: A key limit is set: the queue keeps a lane per key (``_keyed.KeyedQueue``).
         self.keyed = self.key_limit is not None or self.key_rate_limit is not None
         #: Any limit is set: a take goes through the limits.
-        self.on = self.timed or self.keyed
+        self.any_set = self.timed or self.keyed
 
     # -- deciding --------------------------------------------------------------------------
 
