@@ -51,8 +51,8 @@ class Decision(NamedTuple):
     expired: bool  # its deadline passed while its submit waited for room: expire it unqueued
 
 
-#: A full queue that made room without evicting anything (a blocked submit that got in).
-ROOM = Decision(None, False)
+#: Room freed up while a blocked submit waited: queue its task, evicting nothing.
+ROOM_FREED = Decision(None, False)
 
 
 class Room:
@@ -108,7 +108,7 @@ class Room:
                     else:
                         left = min(entry.deadline - now, MAX_SLEEP)
                 if not self.full_locked(host.queue):  # re-read: a new key limit replaces it
-                    return ROOM
+                    return ROOM_FREED
                 self.cond.wait(left)
                 host.check_accepting_locked(entry.priority, view_state)
         finally:
