@@ -193,10 +193,10 @@ class Internals:
         with self._core.lock:
             return self._core.room.blocked
 
-    def jumped(self) -> bool:
+    def jump_window_open(self) -> bool:
         """Whether a jump window is open: a task went ahead of queued ones, none taken since."""
         with self._core.lock:
-            return bool(self._core.jumped)
+            return bool(self._core.yield_until)
 
     def joiners(self) -> int:
         """How many ``join()`` calls wait."""

@@ -31,7 +31,7 @@ from support import HUGE, Recorder, closing, exact, hold_worker, internals, run_
 def test_ageing_orders_by_queued_at_minus_priority_times_ageing(
     clock: FakeClock, gate: Gate, seed: int
 ) -> None:
-    # Times, priorities and ageing are exact binary fractions, so the keys are exact too.
+    # Times, priorities and ageing are exact binary fractions, so the ranks are exact too.
     rng = random.Random(seed)
     ageing = rng.choice([0.25, 0.5, 1.0, 2.0])
     record = Recorder()

@@ -78,7 +78,7 @@ def test_a_push_says_whether_it_went_ahead_of_every_queued_entry(
     queue = queue_type()
     assert not queue.push(_entry(), 0), "nothing queued: nothing to go ahead of"
     assert not queue.push(_entry(), 5)
-    assert not queue.push(_entry(), 0), "an equal key queues behind, in submission order"
+    assert not queue.push(_entry(), 0), "an equal rank queues behind, in submission order"
     assert not queue.push(_entry(), 3)
     assert queue.push(_entry(), -1)
     assert queue.push(_entry(), -2)
@@ -87,14 +87,14 @@ def test_a_push_says_whether_it_went_ahead_of_every_queued_entry(
 
 @pytest.mark.parametrize("queue_type", [TaskQueue, HeapQueue])
 def test_a_tombstone_in_front_can_only_hide_a_jump(queue_type: type[QueueBase]) -> None:
-    """The answer is O(1) against the smallest key stored, so a removed entry that still
+    """The answer is O(1) against the smallest rank stored, so a removed entry that still
     leads may hide a jump (a missed yield), but never makes one up."""
     queue = queue_type()
     first = _entry()
     queue.push(first, -5)
     queue.push(_entry(), 0)
     queue.remove(first)
-    assert not queue.push(_entry(), -5), "hidden by the tombstone of key -5"
+    assert not queue.push(_entry(), -5), "hidden by the tombstone of rank -5"
     assert queue.push(_entry(), -6)
     queue._check_invariants()
 
@@ -111,9 +111,9 @@ def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
         state = internals(pool)
         lows = [pool.submit(int, priority=0) for _ in range(3)]
         assert not yields, "equal priorities jump nothing"
-        assert not state.jumped()
+        assert not state.jump_window_open()
         urgent = pool.submit(int, priority=10)
-        assert state.jumped()
+        assert state.jump_window_open()
         assert len(yields) == 1, "the urgent submit itself yields"
         lows.append(pool.submit(int, priority=0))
         pool.submit(int, priority=10)  # behind the first urgent one: no jump of its own
@@ -121,7 +121,7 @@ def test_submits_yield_from_a_jump_until_a_runner_takes_a_task(
         pool._admission.check_invariants()
         gate.open()
         urgent.result(TIMEOUT)
-        assert not state.jumped(), "taking the best task clears it"
+        assert not state.jump_window_open(), "taking the best task clears it"
         for future in lows:
             future.result(TIMEOUT)
         pool.submit(int, priority=0).result(TIMEOUT)
@@ -141,11 +141,11 @@ def test_whether_a_jump_opens_a_window_follows_the_gil_as_it_is_at_that_jump(
         state = internals(pool)
         pool.submit(int, priority=0)
         pool.submit(int, priority=10)
-        assert not state.jumped(), "no GIL: nothing to yield, no window"
+        assert not state.jump_window_open(), "no GIL: nothing to yield, no window"
         assert not yields
         gil[0] = True
         pool.submit(int, priority=20)
-        assert state.jumped(), "the GIL came back: a jump opens a window"
+        assert state.jump_window_open(), "the GIL came back: a jump opens a window"
         assert len(yields) == 1
 
 
@@ -156,7 +156,7 @@ def test_a_task_into_an_empty_queue_jumps_nothing(
     with held(kind, gate) as pool:
         pool.submit(int, priority=100)
         assert not yields
-        assert not internals(pool).jumped()
+        assert not internals(pool).jump_window_open()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -167,19 +167,19 @@ def test_a_paused_pool_makes_no_submit_yield(kind: str, gate: Gate, yields: list
         state = internals(pool)
         pool.submit(int, priority=0)
         pool.submit(int, priority=5)
-        assert state.jumped()
+        assert state.jump_window_open()
         assert len(yields) == 1
         pool.pause()
-        assert not state.jumped()
+        assert not state.jump_window_open()
         pool.submit(int, priority=9)
         pool.submit(int, priority=0)
-        assert not state.jumped()
+        assert not state.jump_window_open()
         assert len(yields) == 1
         pool._admission.check_invariants()
         pool.resume()
         gate.open()
         pool.join()
-        assert not state.jumped()
+        assert not state.jump_window_open()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -198,13 +198,13 @@ def test_a_jumped_task_cancelled_or_expired_leaves_only_a_hint(
         clock.advance(2.0)
         wait([expiring], TIMEOUT)
         assert expiring.cancelled()
-        assert state.jumped()
+        assert state.jump_window_open()
         later = pool.submit(int, priority=0)
         assert len(yields) == 3
         gate.open()
         assert low.result(TIMEOUT) == 0
         assert later.result(TIMEOUT) == 0
-        assert not state.jumped()
+        assert not state.jump_window_open()
         stats = pool.statistics()
         assert (stats.cancelled, stats.expired) == (1, 1)
         pool._admission.check_invariants()
@@ -229,7 +229,7 @@ def test_a_jump_that_no_runner_takes_costs_submits_one_window(
         assert len(yields) == 2, "the window has closed"
         gate.open()
         pool.join()
-        assert not internals(pool).jumped(), "the take closed it for good"
+        assert not internals(pool).jump_window_open(), "the take closed it for good"
         pool._admission.check_invariants()
 
 
@@ -252,6 +252,6 @@ def test_a_submit_rolled_back_leaves_no_window_open(
             patch.setattr(runner, "queued_locked", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 pool.submit(int, priority=5)
-        assert not internals(pool).jumped()
+        assert not internals(pool).jump_window_open()
         assert internals(pool).queued() == 1
         pool._admission.check_invariants()

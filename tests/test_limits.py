@@ -506,8 +506,8 @@ class CountingHeapq:
 def _heap_calls_per_start(monkeypatch: pytest.MonkeyPatch, held: int) -> float:
     """Heap calls per pop of a free task while ``held`` better tasks wait on 999 closed keys."""
     queue = KeyedQueue(track_worst=False)
-    for group in range(999):
-        queue.close(group)
+    for key in range(999):
+        queue.close(key)
     for i in range(held):
         entry = Entry(Future(), print, (), {}, Priority.HIGH, None, i % 999)
         queue.push(entry, -Priority.HIGH)
@@ -518,7 +518,7 @@ def _heap_calls_per_start(monkeypatch: pytest.MonkeyPatch, held: int) -> float:
     for _ in range(100):
         free = queue.pop()
         assert free is not None
-        assert free.group == "free"
+        assert free.key == "free"
     monkeypatch.undo()
     assert queue.pop() is None  # what is left is all held
     assert queue.held == held

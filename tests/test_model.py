@@ -18,7 +18,7 @@ Two models:
   and calls ``pool._check_invariants()``.
 * The queue alone. ``_queue.TaskQueue`` (strict priority) and ``_queue.HeapQueue`` (ageing)
   driven from one thread with no pool (push, pop, remove, pop_due, drain, requeue, worst,
-  next_deadline, find) against a plain list sorted by ``(key, seq)``, with
+  next_deadline, find) against a plain list sorted by ``(rank, seq)``, with
   ``_check_invariants()`` after every step and ``COMPACT_SLACK`` varied so sweeps run often.
 
 A failure names its seed and the operations that led to it; rerun a single seed with
@@ -39,7 +39,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority, PriorityThreadPoolExecutor, QueueFullError, _queue
 from priority_executor._orders import HeapQueue, TaskQueue
-from priority_executor._policy import Number, WhenFull, aged_key, sort_key
+from priority_executor._policy import Number, WhenFull, aged_rank, strict_rank
 from priority_executor._queue import Entry, QueueBase
 from support import SHUTDOWN_MESSAGE, exact, internals, queue_full_message
 
@@ -156,7 +156,7 @@ class ModelEntry:
         self.queued_at = queued_at
         self.deadline = deadline
         self.task = task
-        self.key: Number = 0
+        self.rank: Number = 0
         self.seq = 0
 
 
@@ -172,10 +172,10 @@ QUEUED, RUNNING, RAN, CANCELLED, EXPIRED, DRAINED, EVICTED = (
 
 
 class PoolModel:
-    """The reference: what one worker, an order of keys and a clock must produce.
+    """The reference: what one worker, an order of ranks and a clock must produce.
 
-    The key of a task is ``-priority``, or with ageing ``submit time - priority * ageing``;
-    the smallest ``(key, seq)`` runs first, and ``seq`` counts submissions and moves.
+    The rank of a task is ``-priority``, or with ageing ``submit time - priority * ageing``;
+    the smallest ``(rank, seq)`` runs first, and ``seq`` counts submissions and moves.
     """
 
     def __init__(self, now: float, config: Config) -> None:
@@ -191,20 +191,20 @@ class PoolModel:
         self.rejected = 0
 
     def place(self, entry: ModelEntry) -> None:
-        """Give ``entry`` its key for its priority, behind everything placed before."""
+        """Give ``entry`` its rank for its priority, behind everything placed before."""
         ageing = self.config.ageing
         if ageing is None:
-            entry.key = -entry.priority
+            entry.rank = -entry.priority
         else:
-            entry.key = entry.queued_at - entry.priority * ageing
+            entry.rank = entry.queued_at - entry.priority * ageing
         entry.seq = self.seq
         self.seq += 1
 
     def best(self) -> Optional[ModelEntry]:
-        return min(self.queued, key=lambda e: (e.key, e.seq)) if self.queued else None
+        return min(self.queued, key=lambda e: (e.rank, e.seq)) if self.queued else None
 
     def worst(self) -> Optional[ModelEntry]:
-        return max(self.queued, key=lambda e: (e.key, e.seq)) if self.queued else None
+        return max(self.queued, key=lambda e: (e.rank, e.seq)) if self.queued else None
 
     def expire_due(self) -> list[ModelEntry]:
         due = [e for e in self.queued if e.deadline is not None and self.now >= e.deadline]
@@ -274,7 +274,7 @@ class PoolHarness:
         else:
             model.place(entry)
             worst = model.worst()
-            if config.when_full == "evict" and worst is not None and entry.key < worst.key:
+            if config.when_full == "evict" and worst is not None and entry.rank < worst.rank:
                 refusal, evicted = None, worst
             else:
                 refusal = (QueueFullError, queue_full_message(config.max_queued))
@@ -554,10 +554,10 @@ def noop() -> None:
 
 
 class QueueHarness:
-    """Drives a queue and a list of ``(key, seq, deadline, entry)`` with the same operations.
+    """Drives a queue and a list of ``(rank, seq, deadline, entry)`` with the same operations.
 
-    ``TaskQueue`` (strict priority) gets the keys the pool gives it, ``-priority``;
-    ``HeapQueue`` (ageing) gets aged keys, ``queued_at - priority * ageing``, from a few
+    ``TaskQueue`` (strict priority) gets the ranks the pool gives it, ``-priority``;
+    ``HeapQueue`` (ageing) gets aged ranks, ``queued_at - priority * ageing``, from a few
     submission times and rates so that ties are frequent.
     """
 
@@ -582,13 +582,13 @@ class QueueHarness:
     def random_live(self) -> Optional[tuple[Any, int, Optional[float], Entry]]:
         return self.rng.choice(self.ref) if self.ref else None
 
-    def key(self, priority: Prio) -> Number:
+    def rank(self, priority: Prio) -> Number:
         if not self.aged:
-            return sort_key(priority)
+            return strict_rank(priority)
         if priority in (float("inf"), -float("inf")) or abs(priority) > 1e6:
-            priority = 3  # inf * ageing and inf - inf are no sort keys; ageing refuses none
+            priority = 3  # inf * ageing and inf - inf are no ranks; ageing refuses none
         queued_at = self.rng.choice([0.0, 0.5, 1.0, 1.0, 2.0])
-        return aged_key(priority, queued_at, self.rng.choice([0.25, 0.5, 1.0]))
+        return aged_rank(priority, queued_at, self.rng.choice([0.25, 0.5, 1.0]))
 
     def push(self) -> None:
         rng = self.rng
@@ -596,10 +596,10 @@ class QueueHarness:
         priority = rng.choice(PRIORITIES)
         deadline = rng.choice([None, None, 1.0, 2.0, 2.0, 3.5, 10.0])
         entry = Entry(future, noop, (), {}, priority, deadline)
-        key = self.key(priority)
+        rank = self.rank(priority)
         self.log.append(f"push priority={priority!r} deadline={deadline!r}")
-        self.queue.push(entry, key)
-        self.ref.append((key, self.next_seq, deadline, entry))
+        self.queue.push(entry, rank)
+        self.ref.append((rank, self.next_seq, deadline, entry))
         self.next_seq += 1
         self.futures.append(future)
         self.entry_of[id(future)] = entry
@@ -641,15 +641,15 @@ class QueueHarness:
         if item is None:
             return
         priority = self.rng.choice(PRIORITIES)
-        key = self.key(priority)
-        self.log.append(f"requeue seq {item[1]} key={key!r}")
+        rank = self.rank(priority)
+        self.log.append(f"requeue seq {item[1]} rank={rank!r}")
         future = item[3].future
-        successor = self.queue.requeue(item[3], key)
+        successor = self.queue.requeue(item[3], rank)
         # The task continues in a successor entry; the old one is a tombstone.
         assert successor.future is future, "requeue lost the future"
         assert successor.deadline == item[2], "requeue changed the deadline"
         self.ref.remove(item)
-        self.ref.append((key, self.next_seq, item[2], successor))
+        self.ref.append((rank, self.next_seq, item[2], successor))
         self.entry_of[id(future)] = successor
         self.next_seq += 1
 

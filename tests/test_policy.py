@@ -1,4 +1,4 @@
-"""Unit tests of ``priority_executor._policy``: argument checks, sort keys and deadlines.
+"""Unit tests of ``priority_executor._policy``: argument checks, ranks and deadlines.
 
 Pure functions, so no pool and no thread: each case is a value in and a value (or an exact
 error message) out.
@@ -21,7 +21,7 @@ from priority_executor._policy import (
     check_timeout,
     describe,
     is_due,
-    sort_key,
+    strict_rank,
 )
 from support import exact
 
@@ -174,16 +174,16 @@ def test_check_timeout_rejects_anything_else(
         check_timeout(timeout)
 
 
-# -- sort_key and is_due --------------------------------------------------------------------
+# -- strict_rank and is_due -----------------------------------------------------------------
 
 
-def test_sort_key_puts_higher_priorities_first() -> None:
+def test_strict_rank_puts_higher_priorities_first() -> None:
     priorities: list[float] = [0, -math.inf, 2.5, Priority.HIGH, sys.maxsize, -3, math.inf]
-    by_key = sorted(priorities, key=sort_key)
-    assert by_key == sorted(priorities, reverse=True)
-    assert sort_key(Priority.HIGH) == -1
-    assert sort_key(Priority.LOW) == 1
-    assert sort_key(-math.inf) == math.inf
+    by_rank = sorted(priorities, key=strict_rank)
+    assert by_rank == sorted(priorities, reverse=True)
+    assert strict_rank(Priority.HIGH) == -1
+    assert strict_rank(Priority.LOW) == 1
+    assert strict_rank(-math.inf) == math.inf
 
 
 @pytest.mark.parametrize(

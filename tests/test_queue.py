@@ -1,7 +1,7 @@
 """Unit tests of the queues in ``priority_executor._queue``: no pool, no threads.
 
-Both orderings, :class:`TaskQueue` (a FIFO bucket per key) and :class:`HeapQueue` (one heap),
-promise the same thing: entries come out by ``(key, submission order)``. The ``queue``
+Both orderings, :class:`TaskQueue` (a FIFO bucket per rank) and :class:`HeapQueue` (one heap),
+promise the same thing: entries come out by ``(rank, submission order)``. The ``queue``
 fixture runs each shared test against both. Every operation goes through
 :class:`CheckedQueue`, which runs ``_check_invariants()`` after each call, so a test that
 drives a queue also checks it after every step (the regression tests that wrap a queue's own
@@ -48,13 +48,13 @@ class CheckedQueue:
     def __len__(self) -> int:
         return len(self.queue)
 
-    def push(self, entry: Entry, key: Number) -> Entry:
-        self.queue.push(entry, key)
+    def push(self, entry: Entry, rank: Number) -> Entry:
+        self.queue.push(entry, rank)
         self.queue._check_invariants()
         return entry
 
-    def add(self, tag: object, key: Number = 0, deadline: Optional[float] = None) -> Entry:
-        return self.push(make_entry(tag, deadline), key)
+    def add(self, tag: object, rank: Number = 0, deadline: Optional[float] = None) -> Entry:
+        return self.push(make_entry(tag, deadline), rank)
 
     def pop(self) -> Optional[Entry]:
         entry = self.queue.pop()
@@ -81,8 +81,8 @@ class CheckedQueue:
         self.queue._check_invariants()
         return entry
 
-    def requeue(self, entry: Entry, key: Number) -> Entry:
-        successor = self.queue.requeue(entry, key)
+    def requeue(self, entry: Entry, rank: Number) -> Entry:
+        successor = self.queue.requeue(entry, rank)
         self.queue._check_invariants()
         return successor
 
@@ -124,15 +124,15 @@ def test_empty_queue_has_nothing_to_give(queue: CheckedQueue) -> None:
 
 
 def test_pop_returns_the_smallest_key_first(queue: CheckedQueue) -> None:
-    for key in (3, 1, 2, -5, 0.5):
-        queue.add(key, key)
+    for rank in (3, 1, 2, -5, 0.5):
+        queue.add(rank, rank)
     assert queue.pop_tags() == [-5, 0.5, 1, 2, 3]
     assert len(queue) == 0
 
 
 def test_equal_keys_pop_in_push_order(queue: CheckedQueue) -> None:
     for i in range(100):
-        queue.add(i, key=-1)
+        queue.add(i, rank=-1)
     assert queue.pop_tags() == list(range(100))
 
 
@@ -150,7 +150,7 @@ def test_int_and_float_keys_that_compare_equal_share_one_submission_order(
 def test_infinite_and_huge_keys_order_exactly(queue: CheckedQueue) -> None:
     queue.add("+inf", math.inf)
     queue.add("huge int", 10**30)
-    queue.add("nearest float", 1e30)  # exactly 10**30 + 19884624838656: a larger key
+    queue.add("nearest float", 1e30)  # exactly 10**30 + 19884624838656: a larger rank
     queue.add("-inf", -math.inf)
     assert queue.pop_tags() == ["-inf", "huge int", "nearest float", "+inf"]
 
@@ -158,10 +158,10 @@ def test_infinite_and_huge_keys_order_exactly(queue: CheckedQueue) -> None:
 @pytest.mark.parametrize("seed", range(5))
 def test_pops_follow_key_then_push_order(queue: CheckedQueue, seed: int) -> None:
     rng = random.Random(seed)
-    keys = [rng.choice([-2, -1, 0, 0.5, 1, 3]) for _ in range(200)]
-    for i, key in enumerate(keys):
-        queue.add(i, key)
-    expected = sorted(range(len(keys)), key=lambda i: (keys[i], i))
+    ranks = [rng.choice([-2, -1, 0, 0.5, 1, 3]) for _ in range(200)]
+    for i, rank in enumerate(ranks):
+        queue.add(i, rank)
+    expected = sorted(range(len(ranks)), key=lambda i: (ranks[i], i))
     assert queue.pop_tags() == expected, f"seed={seed}"
 
 
@@ -248,7 +248,7 @@ def test_removing_most_entries_compacts_storage(queue: CheckedQueue) -> None:
         assert len(queue.queue.deadlines) <= 2 * queue.queue.deadline_count + COMPACT_SLACK
     assert len(queue) == 40
     order = {id(e): i for i, e in enumerate(entries)}  # submission order
-    survivors = sorted((e for e in entries if e.queued), key=lambda e: (e.key, order[id(e)]))
+    survivors = sorted((e for e in entries if e.queued), key=lambda e: (e.rank, order[id(e)]))
     assert queue.pop_tags() == [tag_of(e) for e in survivors]
 
 
@@ -285,7 +285,7 @@ def test_pop_due_returns_entries_whose_deadline_has_come_in_deadline_order(
 
 
 def test_pop_due_skips_entries_that_already_left(queue: CheckedQueue) -> None:
-    popped = queue.add("popped", key=-1, deadline=1.0)
+    popped = queue.add("popped", rank=-1, deadline=1.0)
     removed = queue.add("removed", deadline=2.0)
     queue.add("due", deadline=3.0)
     assert queue.pop() is popped
@@ -303,7 +303,7 @@ def test_infinite_deadline_is_never_due(queue: CheckedQueue) -> None:
 
 def test_mass_expiry_compacts_storage(queue: CheckedQueue) -> None:
     for i in range(500):
-        queue.add(i, key=i % 5, deadline=float(i))
+        queue.add(i, rank=i % 5, deadline=float(i))
     queue.add("stays")
     due = queue.pop_due(449.0)
     assert [tag_of(e) for e in due] == list(range(450))
@@ -318,9 +318,9 @@ def test_mass_expiry_compacts_storage(queue: CheckedQueue) -> None:
 def test_worst_is_the_entry_that_would_run_last(queue: CheckedQueue) -> None:
     assert queue.worst() is None
     queue.add("best", -1)
-    first_in = queue.add("worst key, first in", 2)
+    first_in = queue.add("worst rank, first in", 2)
     queue.add("middle", 0)
-    last_in = queue.add("worst key, last in", 2)
+    last_in = queue.add("worst rank, last in", 2)
     assert queue.worst() is last_in
     assert len(queue) == 4  # worst() only looks
     queue.remove(last_in)
@@ -382,15 +382,15 @@ def test_worst_matches_a_scan_of_the_live_entries_on_random_operations(
     rng = random.Random(seed)
     queue = make_queue()
     order = iter(range(10**9))
-    # The model: each queued future's (key, order of its latest push or requeue).
+    # The model: each queued future's (rank, order of its latest push or requeue).
     model: dict[Future[Any], tuple[Number, int]] = {}
     for step in range(600):
         op = rng.random()
         if op < 0.45 or not model:
-            key: Number = rng.choice([-2, -1, 0, 0.5, 1, 3])
+            rank: Number = rng.choice([-2, -1, 0, 0.5, 1, 3])
             entry = make_entry(step, deadline=rng.choice([None, 5.0]))
-            queue.push(entry, key)
-            model[entry.future] = (key, next(order))
+            queue.push(entry, rank)
+            model[entry.future] = (rank, next(order))
         elif op < 0.6:
             future = rng.choice(list(model))
             found = queue.find(future)
@@ -401,9 +401,9 @@ def test_worst_matches_a_scan_of_the_live_entries_on_random_operations(
             future = rng.choice(list(model))
             found = queue.find(future)
             assert found is not None
-            key = rng.choice([-2, -1, 0, 0.5, 1, 3])
-            queue.requeue(found, key)
-            model[future] = (key, next(order))
+            rank = rng.choice([-2, -1, 0, 0.5, 1, 3])
+            queue.requeue(found, rank)
+            model[future] = (rank, next(order))
         elif op < 0.8:
             popped = queue.pop()
             assert popped is not None
@@ -426,13 +426,13 @@ def test_worst_matches_a_scan_of_the_live_entries_on_random_operations(
 # Before: every evicting submit sorted all the levels: O(L log L).
 
 
-class CountedKey(float):
-    """A sort key that counts the comparisons made on it."""
+class CountedRank(float):
+    """A rank that counts the comparisons made on it."""
 
     compared = 0
 
     def __lt__(self, other: object) -> bool:
-        CountedKey.compared += 1
+        CountedRank.compared += 1
         return float(self) < float(other)  # type: ignore[arg-type]
 
 
@@ -440,15 +440,15 @@ def comparisons_per_eviction(levels: int) -> float:
     queue = TaskQueue(track_worst=True)
     for i in range(levels):
         entry = Entry(Future(), abs, (i,), {}, 0, None)
-        queue.push(entry, CountedKey(i))
-    CountedKey.compared = 0
+        queue.push(entry, CountedRank(i))
+    CountedRank.compared = 0
     evictions = 50
     for _ in range(evictions):
         worst = queue.worst()
         assert worst is not None
         queue.remove(worst)
-        queue.push(Entry(Future(), abs, (0,), {}, 0, None), CountedKey(-1))
-    per_eviction = CountedKey.compared / evictions
+        queue.push(Entry(Future(), abs, (0,), {}, 0, None), CountedRank(-1))
+    per_eviction = CountedRank.compared / evictions
     queue._check_invariants()
     return per_eviction
 
@@ -532,9 +532,9 @@ def test_requeue_keeps_the_future_mapped_while_it_pushes_the_successor(
     mapped_at_push: list[bool] = []
     real_push = queue.push
 
-    def push(successor: Entry, key: Number) -> None:
+    def push(successor: Entry, rank: Number) -> None:
         mapped_at_push.append(future in queue.entries)
-        real_push(successor, key)
+        real_push(successor, rank)
 
     monkeypatch.setattr(queue, "push", push)
     successor = queue.requeue(entry, -1)
@@ -552,7 +552,7 @@ def test_requeue_keeps_the_future_mapped_while_it_pushes_the_successor(
 def test_random_operations_match_a_simple_model(queue: CheckedQueue, seed: int) -> None:
     """Drive the queue with random operations and compare with a sorted list."""
     rng = random.Random(seed)
-    # The model: live entries with (key, order, deadline); order grows with every push.
+    # The model: live entries with (rank, order, deadline); order grows with every push.
     model: dict[int, tuple[Number, int, Optional[float], Entry]] = {}
     order = 0
     now = 0.0
@@ -560,10 +560,10 @@ def test_random_operations_match_a_simple_model(queue: CheckedQueue, seed: int) 
         context = f"seed={seed} step={step}"
         op = rng.random()
         if op < 0.45 or not model:
-            key = rng.choice([-1, 0, 0.0, 1, 2.5])
+            rank = rng.choice([-1, 0, 0.0, 1, 2.5])
             deadline = now + rng.choice([1.0, 5.0, 20.0]) if rng.random() < 0.4 else None
-            entry = queue.add(order, key, deadline)
-            model[order] = (key, order, deadline, entry)
+            entry = queue.add(order, rank, deadline)
+            model[order] = (rank, order, deadline, entry)
             order += 1
         elif op < 0.65:
             popped = queue.pop()
@@ -591,11 +591,11 @@ def test_random_operations_match_a_simple_model(queue: CheckedQueue, seed: int) 
                 del model[tag_of(item[3])]  # type: ignore[arg-type]
         elif op < 0.98:
             tag = rng.choice(list(model))
-            key = rng.choice([-1, 0, 1])
+            rank = rng.choice([-1, 0, 1])
             _old_key, _order, deadline, entry = model.pop(tag)
-            successor = queue.requeue(entry, key)
-            # The task keeps its tag and deadline but moves to the back of its new key.
-            model[tag] = (key, order, deadline, successor)
+            successor = queue.requeue(entry, rank)
+            # The task keeps its tag and deadline but moves to the back of its new rank.
+            model[tag] = (rank, order, deadline, successor)
             order += 1
         else:
             drained = queue.drain()
@@ -611,16 +611,16 @@ def test_random_operations_match_a_simple_model(queue: CheckedQueue, seed: int) 
 
 
 def filled(queue: QueueBase) -> QueueBase:
-    for i, key in enumerate((1, 2, 3)):
-        queue.push(make_entry(i, deadline=10.0 + i), key)
-        queue.push(make_entry(f"{i} again", deadline=20.0 + i), key)
+    for i, rank in enumerate((1, 2, 3)):
+        queue.push(make_entry(i, deadline=10.0 + i), rank)
+        queue.push(make_entry(f"{i} again", deadline=20.0 + i), rank)
     queue._check_invariants()
     return queue
 
 
 @pytest.fixture(params=[TaskQueue, HeapQueue], ids=["buckets", "heap"])
 def full_queue(request: pytest.FixtureRequest) -> QueueBase:
-    """A queue holding six entries with deadlines at three keys, with no checker around it."""
+    """A queue holding six entries with deadlines at three ranks, with no checker around it."""
     queue_class: type[QueueBase] = request.param
     return filled(queue_class())
 
@@ -632,7 +632,7 @@ def test_check_invariants_passes_on_a_healthy_queue(full_queue: QueueBase) -> No
 def test_check_invariants_fails_on_a_broken_level_heap() -> None:
     queue = filled(TaskQueue())
     assert isinstance(queue, TaskQueue)
-    queue.levels.reverse()  # [3, 2, 1]: the root is no longer the smallest key
+    queue.levels.reverse()  # [3, 2, 1]: the root is no longer the smallest rank
     with pytest.raises(AssertionError, match=exact("level heap broken at 1")):
         queue._check_invariants()
 

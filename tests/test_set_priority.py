@@ -227,10 +227,10 @@ def test_set_priority_under_ageing_keeps_the_age(
             future.add_done_callback(lambda f: order.append(f.result(timeout=0)))
         pool.resume()
         assert pool.join(TIMEOUT)
-    keys = {"moved": 1000.0 - then * ageing}
-    keys.update({f"other {p}": 1004.0 - p * ageing for p in priorities})
-    # A moved task goes behind the tasks already queued with its key.
-    assert order == sorted(keys, key=lambda name: (keys[name], name == "moved"))
+    ranks = {"moved": 1000.0 - then * ageing}
+    ranks.update({f"other {p}": 1004.0 - p * ageing for p in priorities})
+    # A moved task goes behind the tasks already queued with its rank.
+    assert order == sorted(ranks, key=lambda name: (ranks[name], name == "moved"))
 
 
 # -- against a concurrent cancel() ----------------------------------------------------------

@@ -248,7 +248,7 @@ def test_repr_shows_the_state_and_live_counts(gate: Gate) -> None:
 
 
 def test_queued_by_priority_stays_small_when_every_priority_is_new() -> None:
-    """Priorities that are all different (a timestamp) leave at most KEEP_ZEROS empty keys."""
+    """Priorities that are all different (a timestamp) leave at most KEEP_ZEROS listed at zero."""
     with PriorityThreadPoolExecutor(max_workers=1) as pool:
         for round_ in range(3):
             gate = Gate()

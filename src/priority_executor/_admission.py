@@ -21,7 +21,7 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 
 - Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
   ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
-  ``broken_error``, ``tally``, ``joiners``, ``simple``; the state of the limits
+  ``broken_error``, ``tally``, ``joiners``, ``fast_submit``; the state of the limits
   (``_limits.Limits``), the room, the timer, the callback threads and the runner.
 - Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
   The rate and key limits and the runner's size change only under the lock
@@ -45,11 +45,11 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
 The flows
 ---------
 1. **Submit to start.** :meth:`submit` makes the Future and its ``Entry`` and, under the lock,
-   :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), keys
-   the entry (``_policy.queue_key``), applies backpressure (``Room.make_room_locked``) and
+   :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
+   the entry (``_policy.rank_of``), applies backpressure (``Room.make_room_locked``) and
    signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
    it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
-   starts a thread counted in, and ``Settler.owed`` cancels an evicted task.
+   starts a thread counted in, and ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
    (``_limits.py``; under key limits the queue is a ``_keyed.KeyedQueue``), counted
    ``running``; an entry found past its deadline on the way is counted expired, for the
@@ -88,8 +88,8 @@ from ._futures import add_first_callback, is_cancelled
 from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
-from ._policy import Number, WhenFull, sort_key
-from ._queue import NO_KWARGS, Entry, Gate
+from ._policy import Number, WhenFull, strict_rank
+from ._queue import NO_KWARGS, Entry, ViewState
 from ._room import Room
 from ._runner import Runner
 from ._settle import Settler
@@ -159,19 +159,19 @@ class Admission(Backlog, Generic[RunnerT]):
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
-        gate: Optional[Gate] = None,
+        view_state: Optional[ViewState] = None,
     ) -> Future[Any]:
-        """Queue a task whose arguments the front has checked; ``gate``: the view, if any."""
+        """Queue a task whose arguments the front has checked; ``view_state``: its view's."""
         future: Future[Any] = Future()
         # No empty dict per queued task: they add up, with millions queued.
-        group = None if gate is None else gate.key
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group, gate)
+        key = None if view_state is None else view_state.key
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key, view_state)
         add_first_callback(future, self.on_done)
         lock = self.lock
         if not lock.acquire(False):
             acquire_politely(lock)
         try:
-            self._admit_locked(entry, timeout, gate)
+            self._admit_locked(entry, timeout, view_state)
         finally:
             lock.release()
         try:
@@ -179,31 +179,33 @@ class Admission(Backlog, Generic[RunnerT]):
                 self.runner.start_pending(entry)
         finally:
             if self.evicted:
-                self.settler.owed()
-        if self.jumped:  # a hint: see "Queue jumps" in _lock.py
-            yield_in_window(self.jumped)
+                self.settler.settle_deferred()
+        if self.yield_until:  # a hint: see "Queue jumps" in _lock.py
+            yield_in_window(self.yield_until)
         return future
 
-    def _admit_locked(self, entry: Entry, timeout: Optional[float], gate: Optional[Gate]) -> None:
-        """Check, key and queue (or expire, or make room for) a new entry."""
-        self.check_accepting_locked(entry.priority, gate)
-        if self.simple and timeout is None and self.ageing is None:
+    def _admit_locked(
+        self, entry: Entry, timeout: Optional[float], view_state: Optional[ViewState]
+    ) -> None:
+        """Check, rank and queue (or expire, or make room for) a new entry."""
+        self.check_accepting_locked(entry.priority, view_state)
+        if self.fast_submit and timeout is None and self.ageing is None:
             self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
-            self._accept_locked(entry, sort_key(entry.priority), False, None)
+            self._accept_locked(entry, strict_rank(entry.priority), False, None)
             return
-        key, expired = self.stamp_locked(entry, timeout)
+        rank, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
-            evict, expired = self.room.make_room_locked(self, entry, key, gate)
+            evict, expired = self.room.make_room_locked(self, entry, rank, view_state)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
         elif self.limits.timed:  # the timer wakes takers at rate slots
             self.timer.start_locked()  # may raise: nothing changed yet
             self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
-        self._accept_locked(entry, key, expired, evict)
+        self._accept_locked(entry, rank, expired, evict)
 
     def _accept_locked(
-        self, entry: Entry, key: Number, expired: bool, evict: Optional[Entry]
+        self, entry: Entry, rank: Number, expired: bool, evict: Optional[Entry]
     ) -> None:
         """Count and queue a checked entry: the only step of submit that changes state.
 
@@ -215,7 +217,7 @@ class Admission(Backlog, Generic[RunnerT]):
         classes_before = None
         if expired or evict is not None:  # counted by class too
             classes_before = tally.save(entry, evict)
-        runner_before, jumped_before = self.runner.snapshot_locked(), self.jumped
+        runner_before, yield_until_before = self.runner.snapshot_locked(), self.yield_until
         try:
             if expired:
                 # No one has seen this future yet: it has no waiter and no callback but
@@ -227,12 +229,12 @@ class Admission(Backlog, Generic[RunnerT]):
                     self.queue.remove(evict)
                     tally.evicted(evict.priority)
                     self.evicted.append(evict)
-                jumps = self.queue.push(entry, key)
+                jumps = self.queue.push(entry, rank)
                 if not self.paused:
-                    if jumps and not self.jumped:
-                        self.jumped = jump_window()
+                    if jumps and not self.yield_until:
+                        self.yield_until = jump_window()
                     waiting = len(self.queue.entries)
-                    if self.limits.on:
+                    if self.limits.any_set:
                         waiting = self.waiting_locked()
                     self.runner.queued_locked(waiting)
             tally.submitted += 1
@@ -246,10 +248,12 @@ class Admission(Backlog, Generic[RunnerT]):
                     self.evicted.remove(evict)
                 self.queue.restore(evict)  # its removal may have stopped part-way
             self.runner.rollback_locked(runner_before)
-            self.jumped = jumped_before
+            self.yield_until = yield_until_before
             raise
 
-    def check_accepting_locked(self, priority: Number, gate: Optional[Gate] = None) -> None:
+    def check_accepting_locked(
+        self, priority: Number, view_state: Optional[ViewState] = None
+    ) -> None:
         """Raise what the standard pool raises, in its order, when no task may be queued.
 
         ``priority``: the refused task's, for the counts by class.
@@ -260,7 +264,7 @@ class Admission(Backlog, Generic[RunnerT]):
             message = "cannot schedule new futures after shutdown"
         elif _lifecycle.exiting:
             message = "cannot schedule new futures after interpreter shutdown"
-        elif gate is not None and gate.closed:
+        elif view_state is not None and view_state.closed:
             message = "cannot schedule new futures after shutdown"
         else:
             return
@@ -348,9 +352,9 @@ class Admission(Backlog, Generic[RunnerT]):
         self.running -= 1
         self.ended_locked(outcome, entry)
         self.settling += 1
-        group = entry.group if keyed else None
-        if group is not None:
-            self.limits.finished_locked(group, self.queue)
+        key = entry.key if keyed else None
+        if key is not None:
+            self.limits.finished_locked(key, self.queue)
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""

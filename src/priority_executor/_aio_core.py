@@ -84,7 +84,7 @@ class ScheduledFuture(asyncio.Future[T]):
         "_core",
         "_entry",
         "_queue_timeout",
-        "_run_key",
+        "_run_id",
         "_run_timeout",
         "_task",
         "_timed_out",
@@ -97,7 +97,7 @@ class ScheduledFuture(asyncio.Future[T]):
     _run_timeout: Optional[float]
     _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
     _task: Optional[asyncio.Task[Any]]  # its Task, once made
-    _run_key: Optional[int]  # its entry in the core's run deadlines, while it runs
+    _run_id: Optional[int]  # its entry in the core's run deadlines, while it runs
     _timer: Optional[asyncio.TimerHandle]  # its run_timeout on the loop's clock (see _start)
     _timed_out: bool
 
@@ -220,11 +220,11 @@ class AsyncCore(Backlog):
         self.timer_at: Optional[float] = None  # on the scheduler's clock
         self.idle: list[asyncio.Future[bool]] = []  # join() waiters, woken once quiet
         # The run deadlines of the running tasks with a run_timeout, on the scheduler's
-        # clock: a heap of (deadline, key), and the future of each key until its task ends.
+        # clock: a heap of (deadline, run id), and the future of each run id until its task ends.
         # The heap holds no future, so a task that ended is kept alive by nothing here.
         self.run_deadlines: list[tuple[float, int]] = []
         self.running_until: dict[int, ScheduledFuture[Any]] = {}
-        self.run_keys = itertools.count()
+        self.run_ids = itertools.count()
         self.limits_changed_locked()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -254,7 +254,7 @@ class AsyncCore(Backlog):
 
     # -- 1. submit ----------------------------------------------------------------------------
 
-    def check_accepting_locked(self, priority: Number, gate: Any = None) -> None:
+    def check_accepting_locked(self, priority: Number, view_state: Any = None) -> None:
         """Refuse new work once closing, as the standard pool does after shutdown."""
         if self.stopping:
             self.tally.add("rejected", priority)
@@ -270,7 +270,7 @@ class AsyncCore(Backlog):
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
-        group: Hashable,
+        key: Hashable,
         run_timeout: Optional[float],
     ) -> ScheduledFuture[T]:
         """Queue a task whose options are checked; ``args`` is ``AWAIT`` for a coroutine."""
@@ -292,18 +292,18 @@ class AsyncCore(Backlog):
         future._task = future._timer = None
         future._timed_out = False
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
-        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, group)  # type: ignore[arg-type]
+        entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key)  # type: ignore[arg-type]
         try:
             if self.stopping:
                 self.check_accepting_locked(priority)
-            key, expired = self.stamp_locked(entry, timeout)
+            rank, expired = self.stamp_locked(entry, timeout)
             evict = None
             if (
                 self.room.max_queued is not None
                 and not expired
                 and self.room.full_locked(self.queue)
             ):
-                evict, _ = self.room.make_room_locked(self, entry, key, None)
+                evict, _ = self.room.make_room_locked(self, entry, rank, None)
         except BaseException:
             self._discard(entry)
             raise
@@ -316,7 +316,7 @@ class AsyncCore(Backlog):
             self.queue.remove(evict)
             self.tally.evicted(evict.priority)
             self._discard(evict).cancel()
-        self.queue.push(entry, key)
+        self.queue.push(entry, rank)
         if args is AWAIT:
             self.coroutines.add(fn)
         self.halted = False
@@ -364,7 +364,7 @@ class AsyncCore(Backlog):
         if args is AWAIT:
             self.coroutines.discard(fn)
         entry.detach()  # the future keeps what it needs: the entry's key, priority and times
-        future._entry, future._run_key = entry, None
+        future._entry, future._run_id = entry, None
         coro: Any = None
         try:
             if args is AWAIT:
@@ -402,14 +402,14 @@ class AsyncCore(Backlog):
             assert loop is not None
             future._timer = loop.call_later(timeout, future._time_out)
             return
-        key = future._run_key = next(self.run_keys)
-        self.running_until[key] = future
-        heapq.heappush(self.run_deadlines, (started + timeout, key))
+        run_id = future._run_id = next(self.run_ids)
+        self.running_until[run_id] = future
+        heapq.heappush(self.run_deadlines, (started + timeout, run_id))
         self.arm()
 
-    def _forget_run(self, key: int) -> None:
+    def _forget_run(self, run_id: int) -> None:
         """A task with a run deadline ended; drop its deadline's entry once they pile up."""
-        del self.running_until[key]
+        del self.running_until[run_id]
         deadlines = self.run_deadlines
         if len(deadlines) > 2 * len(self.running_until) + COMPACT_SLACK:
             live = self.running_until
@@ -427,10 +427,10 @@ class AsyncCore(Backlog):
         """Time out every running task whose run deadline has come at clock reading ``now``."""
         deadlines, live = self.run_deadlines, self.running_until
         while deadlines and is_due(deadlines[0][0], now):
-            _, key = heapq.heappop(deadlines)
-            future = live.pop(key, None)
+            _, run_id = heapq.heappop(deadlines)
+            future = live.pop(run_id, None)
             if future is not None:
-                future._run_key = None
+                future._run_id = None
                 future._time_out()  # settles the future, cancels its Task: no user code
 
     def reap(self, task: asyncio.Task[Any]) -> None:
@@ -440,9 +440,9 @@ class AsyncCore(Backlog):
         assert entry is not None
         if future._timer is not None:
             future._timer.cancel()
-        if future._run_key is not None:
-            self._forget_run(future._run_key)
-        future._core = future._entry = future._task = future._timer = future._run_key = None
+        if future._run_id is not None:
+            self._forget_run(future._run_id)
+        future._core = future._entry = future._task = future._timer = future._run_id = None
         error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
         outcome: Outcome
         if future._timed_out:
@@ -620,7 +620,7 @@ class AsyncCore(Backlog):
             ), "a slot is free while a task that may start waits"
         earliest = self.next_deadline_locked()  # a deadline, or a rate slot tasks wait for
         live = self.running_until
-        runs = [deadline for deadline, key in self.run_deadlines if key in live]
+        runs = [deadline for deadline, run_id in self.run_deadlines if run_id in live]
         assert len(runs) == len(live), "a running task's run deadline is lost"
         if runs and (earliest is None or min(runs) < earliest):
             earliest = min(runs)

@@ -15,7 +15,7 @@ What differs between owners is told by four hooks, called from inside the policy
 - :meth:`shrunk_locked`: a task left the queue or settled; wake who waits for that.
 - :meth:`emptied_locked`: a task left the queue unstarted; a stopping owner may be done.
 
-The flows each owner follows: :meth:`stamp_locked` keys a new entry (and reads its deadline),
+The flows each owner follows: :meth:`stamp_locked` ranks a new entry (and reads its deadline),
 ``queue.push`` queues it; :meth:`take_locked` is the one place a task leaves the queue to
 start; :meth:`finished_locked` counts how it ended; :meth:`unqueue_locked` removes a task
 its user cancelled; :meth:`pop_due_locked` expires what the clock has passed.
@@ -32,7 +32,7 @@ from ._claim import Outcome
 from ._keyed import KeyedQueue
 from ._limits import Limits
 from ._orders import HeapQueue, TaskQueue
-from ._policy import Number, is_due, queue_key, sort_key
+from ._policy import Number, is_due, rank_of, strict_rank
 from ._queue import Entry, QueueBase
 from ._rates import RateLimit
 from ._recording import Tally
@@ -50,7 +50,7 @@ class Backlog:
         self.ageing = ageing
         self.limits = limits
         self.room = room
-        self.simple = False  # no bound and no limit: see limits_changed_locked
+        self.fast_submit = False  # no bound, no limit: submit may take its fast path
         self.queue = self._new_queue()
         self.running = 0  # taken to start, outcome not yet reported
         self.settling = 0  # taken out unrun (expired, cancelled by shutdown), not yet settled
@@ -63,7 +63,7 @@ class Backlog:
         # A task went ahead of queued ones and no take has happened since: until this
         # monotonic time, the thread pool's submitters yield the GIL (see "Queue jumps" in
         # _lock.py); 0.0 for none. A hint, also read without the lock.
-        self.jumped = 0.0
+        self.yield_until = 0.0
         self.stopping = False  # no task will be queued again: drain, then stop
         self.tally = Tally()  # the counts, by priority class, and the wait and run times
         self.joiners = 0  # join() calls waiting for quiet
@@ -96,7 +96,7 @@ class Backlog:
     # -- queueing ----------------------------------------------------------------------------
 
     def stamp_locked(self, entry: Entry, timeout: Optional[float]) -> tuple[Number, bool]:
-        """Stamp a new entry's time of submission and deadline: its sort key, and if it is due.
+        """Stamp a new entry's time of submission and deadline: its rank, and if it is due.
 
         With neither a deadline nor ageing the clock decides nothing: if it raises, the
         error is listed in ``clock_errors`` and the task's wait goes unrecorded. Otherwise
@@ -104,13 +104,13 @@ class Backlog:
         """
         if timeout is None and self.ageing is None:
             self.arrived_locked(entry)
-            return sort_key(entry.priority), False
+            return strict_rank(entry.priority), False
         now = entry.queued_at = self.clock()
-        key = queue_key(entry.priority, now, self.ageing)
+        rank = rank_of(entry.priority, now, self.ageing)
         if timeout is None:
-            return key, False
+            return rank, False
         entry.deadline = now + timeout
-        return key, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
+        return rank, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
 
     def arrived_locked(self, entry: Entry) -> None:
         """Stamp the time of submission of an entry whose clock reading decides nothing."""
@@ -133,7 +133,7 @@ class Backlog:
         # runs after cancel() returns, removes it: it has not moved.
         if entry is None or future.done():
             return False
-        self.queue.requeue(entry, queue_key(priority, entry.queued_at, self.ageing), priority)
+        self.queue.requeue(entry, rank_of(priority, entry.queued_at, self.ageing), priority)
         return True
 
     # -- starting ----------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class Backlog:
         elif self.paused:
             return None
         else:
-            pop, limited = queue.pop, limits.on
+            pop, limited = queue.pop, limits.any_set
         now = 0.0  # read only under a rate limit
         opened = False  # the clock opened a key or a slot: other takers may start now
         if limited and limits.timed:
@@ -191,7 +191,7 @@ class Backlog:
             entry = pop()
         if entry is not None:
             self.running += 1
-            self.jumped = 0.0  # the best task has left the queue
+            self.yield_until = 0.0  # the best task has left the queue
             if not as_work_queue:  # stamped for its wait and run, recorded when it ends
                 try:
                     entry.started = self.clock()
@@ -200,8 +200,8 @@ class Backlog:
                     entry.started = math.nan
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
-            counted = not as_work_queue and (limited or entry.group is not None)
-            if counted and limits.started_locked(entry.group, now, queue):
+            counted = not as_work_queue and (limited or entry.key is not None)
+            if counted and limits.started_locked(entry.key, now, queue):
                 self.wake_timer_locked()
         if opened:  # the owner starts the takers it counts in, after unlocking
             self.opened_locked(now)
@@ -218,9 +218,9 @@ class Backlog:
         """
         self.running -= 1
         self.ended_locked(outcome, entry)
-        group = entry.group if keyed else None
-        if group is not None:
-            self.limits.finished_locked(group, self.queue)
+        key = entry.key if keyed else None
+        if key is not None:
+            self.limits.finished_locked(key, self.queue)
         if self.joiners:
             self.shrunk_locked()
 
@@ -343,14 +343,14 @@ class Backlog:
         """
         limits, queue = self.limits, self.queue
         if isinstance(queue, KeyedQueue):
-            limits.regate_locked(queue)  # and if no key limit is left, it opens every key
+            limits.reclose_keys_locked(queue)  # and if no key limit is left, it opens every key
         if limits.keyed != isinstance(queue, KeyedQueue):
             # Filled before it replaces the old one: the cancel hook reads ``queue.entries``
             # without the lock, and must find every queued task in whichever it reads.
             reordered = self._new_queue()
             queue.move_to(reordered)
             self.queue = reordered
-        self.simple = self.room.max_queued is None and not limits.on
+        self.fast_submit = self.room.max_queued is None and not limits.any_set
 
     # -- what it reports -----------------------------------------------------------------------
 
@@ -393,12 +393,14 @@ class Backlog:
         queue, limits = self.queue, self.limits
         queue._check_invariants()
         assert self.running >= 0, "more tasks finished than started"
-        assert not (self.jumped and self.paused), "submitters yield to a paused pool"
+        assert not (self.yield_until and self.paused), "submitters yield to a paused pool"
         assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
         if self.room.max_queued is not None:
             assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
         assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-        assert self.simple == (self.room.max_queued is None and not limits.on), "fast path"
+        assert self.fast_submit == (self.room.max_queued is None and not limits.any_set), (
+            "fast path"
+        )
         if isinstance(queue, KeyedQueue):
             limits.check(queue.closed)
         assert sum(state.running for state in limits.keys.values()) <= self.running

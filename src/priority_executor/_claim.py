@@ -86,8 +86,8 @@ def run_callbacks_guarded(future: Future[Any]) -> None:
     guard_callbacks(future, run_callbacks, future)
 
 
-class Watch(Protocol):
-    """Told of a task's start and end (``_listeners.Watch``)."""
+class RunObserver(Protocol):
+    """What :func:`run` tells of a task's start and end: a pool's ``_listeners.Watch``."""
 
     def started(self) -> None: ...
 
@@ -99,32 +99,32 @@ def run(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
-    watch: Optional[Watch] = None,
+    observer: Optional[RunObserver] = None,
 ) -> Outcome:
     """Claim a task that a worker took from the queue and, if it won the claim, run it.
 
-    ``watch``, if given, is told once the claim is won, and once the future is settled.
+    ``observer``, if given, is told once the claim is won, and once the future is settled.
 
     Returns:
         ``CANCELLED`` if the claim was lost, else ``COMPLETED`` or ``FAILED``.
     """
     if not claim(future, cancel=False):
         return CANCELLED
-    if watch is not None:
-        watch.started()
+    if observer is not None:
+        observer.started()
     try:
         result = fn(*args, **kwargs)
     except BaseException as exc:
         guard_callbacks(future, future.set_exception, exc)
         # The traceback keeps this frame alive: break the cycle future -> exc -> frame -> future.
         del future, fn, args, kwargs
-        if watch is not None:
-            watch.finished(FAILED, exc)
+        if observer is not None:
+            observer.finished(FAILED, exc)
         return FAILED
     guard_callbacks(future, future.set_result, result)
-    if watch is not None:
+    if observer is not None:
         del result
-        watch.finished(COMPLETED, None)
+        observer.finished(COMPLETED, None)
     return COMPLETED
 
 

@@ -157,7 +157,7 @@ class AdmissionControl(Admission[RunnerT]):
                 return  # a stopping pool drains its queue: it cannot be paused again
             self.paused = paused
             if paused:
-                self.jumped = 0.0  # nothing starts: yielding would not hasten anything
+                self.yield_until = 0.0  # nothing starts: yielding would not hasten anything
             else:
                 self.runner.resumed_locked(self.waiting_locked())
         self.runner.start_pending(None)
@@ -191,7 +191,7 @@ class AdmissionControl(Admission[RunnerT]):
     def _finish_interrupted(self) -> None:
         """Start the threads and settle the evictions that an interrupted submit left."""
         self.runner.start_pending(None)
-        self.settler.owed()
+        self.settler.settle_deferred()
 
     def statistics(self) -> ExecutorStatistics:
         """A snapshot of the pool's state and counts, taken under the lock."""
@@ -290,7 +290,7 @@ class AdmissionControl(Admission[RunnerT]):
         self.quiet = threading.Condition(self.lock)
         self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
         self.running = self.joiners = self.settling = self.undecided = 0
-        self.jumped = 0.0
+        self.yield_until = 0.0
         limits = self.limits  # its running counts and windows are the parent's
         self.limits = Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit)
         del self.evicted[:], self.clock_errors[:]

@@ -278,7 +278,7 @@ def recorded(stats: ExecutorStatistics) -> Stats:
 
 
 def _highest_first(key: PriorityClass) -> tuple[bool, float]:
-    """Sort key for priority classes: highest priority first, the shared class last."""
+    """The order of priority classes: highest priority first, the shared class last."""
     return (isinstance(key, str), 0.0 if isinstance(key, str) else -float(key))
 
 

@@ -285,7 +285,7 @@ class DelegateRunner:
             if expired:
                 admission.settle_expired(expired)  # callbacks to the callback threads
             if admission.clock_errors:
-                admission.settler.owed()
+                admission.settler.settle_deferred()
             if entry is not None:
                 self._hand_over(entry)
         except BaseException:

@@ -29,7 +29,7 @@ from ._policy import (
     check_timeout,
     describe,
 )
-from ._queue import Gate
+from ._queue import ViewState
 from ._rates import RateLimit, RateLimitLike
 from ._stats import ExecutorStatistics
 
@@ -110,14 +110,14 @@ class PriorityFront:
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
-        gate: Optional[Gate] = None,
+        view_state: Optional[ViewState] = None,
     ) -> Future[T]:
         """Submit with options already checked (by ``submit``, or when a view was made)."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {describe(fn)}")
         if self._copy_context:
             fn = InContext(contextvars.copy_context(), fn)
-        return self._admission.submit(fn, args, kwargs, priority, timeout, gate)
+        return self._admission.submit(fn, args, kwargs, priority, timeout, view_state)
 
     def options(
         self,

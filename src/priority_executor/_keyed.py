@@ -1,8 +1,8 @@
 """The keyed ordering: one lane per key, so that a key at its limit holds back only its own tasks.
 
 With ``key_limit`` or ``key_rate_limit`` set, the queue is a :class:`KeyedQueue`. Each key
-(``None`` for the tasks submitted without one) has a *lane*: a heap of ``(key, seq, entry)``,
-best first, where ``key`` is the sort key of the entry and ``seq`` its number in submission
+(``None`` for the tasks submitted without one) has a *lane*: a heap of ``(rank, seq, entry)``,
+best first, where ``rank`` is the rank of the entry and ``seq`` its number in submission
 order. A key whose limits hold its tasks back is *closed* (``closed``), the others are open.
 The *ready* heap lists the head of every open lane that has live entries, so that the best
 task that may start is ``ready[0]``: a pop costs O(log n), however many keys are closed and
@@ -23,11 +23,11 @@ than ``COMPACT_SLACK`` beyond twice the number of lanes.
 Invariants, beyond those of :class:`~._queue.QueueBase` (checked by ``_check_order``):
 
 * each lane is a heap holding each of its stored items once; ``lane.live`` counts its live
-  entries, which all have ``entry.group`` equal to the lane's key; no lane is empty of live
+  entries, which all have ``entry.key`` equal to the lane's key; no lane is empty of live
   entries; ``stored`` counts the items of every lane;
 * an open lane's ``listed`` is its best live item, and is in ``ready``; a closed lane lists
   nothing; ``held`` is the number of live entries in closed lanes;
-* with eviction, ``worst_heap`` holds ``(-key, -seq, entry)`` of every live entry.
+* with eviction, ``worst_heap`` holds ``(-rank, -seq, entry)`` of every live entry.
 """
 
 from __future__ import annotations
@@ -68,23 +68,23 @@ class KeyedQueue(QueueBase):
 
     # -- opening and closing keys, for the limits ------------------------------------------
 
-    def close(self, group: Hashable) -> None:
-        """Hold back the tasks of ``group`` (queued now or later) until :meth:`open`."""
-        if group in self.closed:
+    def close(self, key: Hashable) -> None:
+        """Hold back the tasks of ``key`` (queued now or later) until :meth:`open`."""
+        if key in self.closed:
             return
-        self.closed.add(group)
-        lane = self.lanes.get(group)
+        self.closed.add(key)
+        lane = self.lanes.get(key)
         if lane is not None:
             lane.closed = True
             lane.listed = None  # its item in ``ready`` is stale from now on
             self.held += lane.live
 
-    def open(self, group: Hashable) -> bool:
-        """Let the tasks of ``group`` start again; True if it has any queued."""
-        if group not in self.closed:
+    def open(self, key: Hashable) -> bool:
+        """Let the tasks of ``key`` start again; True if it has any queued."""
+        if key not in self.closed:
             return False
-        self.closed.discard(group)
-        lane = self.lanes.get(group)
+        self.closed.discard(key)
+        lane = self.lanes.get(key)
         if lane is None:
             return False
         lane.closed = False
@@ -95,14 +95,14 @@ class KeyedQueue(QueueBase):
     # -- the ordering ------------------------------------------------------------------------
 
     def _store(self, entry: Entry) -> bool:
-        item = (entry.key, self._next_seq(), entry)
-        lane = self.lanes.get(entry.group)
+        item = (entry.rank, self._next_seq(), entry)
+        lane = self.lanes.get(entry.key)
         if lane is None:
-            lane = self.lanes[entry.group] = Lane(entry.group in self.closed)
+            lane = self.lanes[entry.key] = Lane(entry.key in self.closed)
         heapq.heappush(lane.heap, item)
         lane.live += 1
         if self.worst_heap is not None:
-            heapq.heappush(self.worst_heap, (-entry.key, -item[1], entry))
+            heapq.heappush(self.worst_heap, (-entry.rank, -item[1], entry))
         if lane.closed:
             self.held += 1
             return False
@@ -147,7 +147,7 @@ class KeyedQueue(QueueBase):
         while ready:
             item = heapq.heappop(ready)
             entry = item[2]
-            lane = lanes.get(entry.group) if entry.queued else None
+            lane = lanes.get(entry.key) if entry.queued else None
             if lane is not None and lane.listed is item:
                 self._take(lane, item)
                 return entry
@@ -179,20 +179,20 @@ class KeyedQueue(QueueBase):
 
     def _unqueued(self, entry: Entry) -> None:
         """``entry`` left its lane: count it out, list the next head, drop an empty lane."""
-        lane = self.lanes[entry.group]
+        lane = self.lanes[entry.key]
         lane.live -= 1
         if lane.closed:
             self.held -= 1
         if not lane.live:
             self.stored -= len(lane.heap)
-            del self.lanes[entry.group]
+            del self.lanes[entry.key]
         elif lane.listed is not None and lane.listed[2] is entry:
             self._list(lane)
 
-    def requeue(self, entry: Entry, key: Number, priority: Optional[Number] = None) -> Entry:
+    def requeue(self, entry: Entry, rank: Number, priority: Optional[Number] = None) -> Entry:
         # The lane loses the old entry and gains its successor, in super().requeue's push.
         # The successor is pushed first, so the lane is not dropped in between.
-        successor = super().requeue(entry, key, priority)
+        successor = super().requeue(entry, rank, priority)
         self._unqueued(entry)
         return successor
 
@@ -229,10 +229,10 @@ class KeyedQueue(QueueBase):
 
     def _recount(self) -> None:
         """Recount every lane from what it holds, after an interrupted push; O(n)."""
-        for group, lane in list(self.lanes.items()):
+        for key, lane in list(self.lanes.items()):
             lane.live = sum(item[2].queued for item in lane.heap)
             if not lane.live:
-                del self.lanes[group]
+                del self.lanes[key]
             elif not lane.closed:
                 lane.listed = self._head(lane)
         self.held = sum(lane.live for lane in self.lanes.values() if lane.closed)
@@ -245,15 +245,15 @@ class KeyedQueue(QueueBase):
     def _check_order(self) -> list[Entry]:
         ready_ids = {id(item) for item in self.ready}
         held = 0
-        for group, lane in self.lanes.items():
+        for key, lane in self.lanes.items():
             heap = lane.heap
             for i in range(1, len(heap)):
                 assert heap[(i - 1) // 2][:2] <= heap[i][:2], f"lane heap broken at {i}"
             live = [item for item in heap if item[2].queued]
             assert lane.live == len(live) > 0, "a lane's live count is off"
-            assert all(item[2].group == group for item in live), "an entry in the wrong lane"
-            assert all(item[0] == item[2].key for item in live), "key changed"
-            assert lane.closed == (group in self.closed), "a lane closed differs from its key"
+            assert all(item[2].key == key for item in live), "an entry in the wrong lane"
+            assert all(item[0] == item[2].rank for item in live), "rank changed"
+            assert lane.closed == (key in self.closed), "a lane closed differs from its key"
             if lane.closed:
                 held += lane.live
                 assert lane.listed is None, "a closed lane is listed as ready"

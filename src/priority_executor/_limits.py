@@ -38,16 +38,16 @@ from ._policy import check_limit, is_due
 from ._rates import RateLimit, Window, check_rate_limit, rewindow
 
 
-class Gates(Protocol):
-    """What the limits open and close: the queue's keys (``_keyed.KeyedQueue``)."""
+class LimitedQueue(Protocol):
+    """The queue as the limits see it: it holds back, and lets go, the tasks of a key."""
 
-    def close(self, group: Hashable) -> None: ...
+    def close(self, key: Hashable) -> None: ...
 
-    def open(self, group: Hashable) -> bool: ...
+    def open(self, key: Hashable) -> bool: ...
 
 
-class KeyGates(Gates, Protocol):
-    """Gates that say which keys they hold closed."""
+class KeyedLimitedQueue(LimitedQueue, Protocol):
+    """A queue that says which keys it holds closed (``_keyed.KeyedQueue``)."""
 
     closed: set[Hashable]
 
@@ -99,7 +99,7 @@ class Limits:
         #: A key limit is set: the queue keeps a lane per key (``_keyed.KeyedQueue``).
         self.keyed = self.key_limit is not None or self.key_rate_limit is not None
         #: Any limit is set: a take goes through the limits.
-        self.on = self.timed or self.keyed
+        self.any_set = self.timed or self.keyed
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ class Limits:
         )
 
     def saturated_keys(self) -> Iterator[Hashable]:
-        return (group for group, state in self.keys.items() if self.saturated(state))
+        return (key for key, state in self.keys.items() if self.saturated(state))
 
     def next_wake(self) -> Optional[float]:
         """When the clock next opens something: the pool's next slot, or a key's; or None."""
@@ -126,7 +126,7 @@ class Limits:
 
     # -- what the take and the timer report --------------------------------------------------
 
-    def release_locked(self, now: float, gates: Gates) -> bool:
+    def release_locked(self, now: float, queue: LimitedQueue) -> bool:
         """Open what the clock has reached at ``now``; True if a start may now be allowed."""
         opened = False
         if self.rate_until is not None and is_due(self.rate_until, now):
@@ -140,13 +140,13 @@ class Limits:
             state = self.keys[wake[2]]
             state.until = None
             if not self.saturated(state):
-                opened = gates.open(wake[2]) or opened
+                opened = queue.open(wake[2]) or opened
         quiet = self.quiet
         while quiet and is_due(quiet[0][0], now):
-            group = heapq.heappop(quiet)[2]
-            idle = self.keys.get(group)
+            key = heapq.heappop(quiet)[2]
+            idle = self.keys.get(key)
             if idle is not None and self._idle(idle, now):
-                del self.keys[group]
+                del self.keys[key]
         return opened
 
     def allowed_locked(self, waiting: int, now: float) -> int:
@@ -157,46 +157,46 @@ class Limits:
         """Hold every start back until the timer can read the clock (which just raised)."""
         self.rate_until = -math.inf
 
-    def started_locked(self, group: Hashable, now: float, gates: Gates) -> bool:
-        """A task of key ``group`` started at ``now``; True if a window filled (wake the timer)."""
+    def started_locked(self, key: Hashable, now: float, queue: LimitedQueue) -> bool:
+        """A task of ``key`` started at ``now``; True if a window filled (wake the timer)."""
         filled = False
         if self.window is not None:
             until = self.window.record(now)
             if until is not None:
                 self.rate_until = until
                 filled = True
-        if group is None:
+        if key is None:
             return filled
-        state = self.keys.get(group)
+        state = self.keys.get(key)
         if state is None:
-            state = self.keys[group] = self._new_state()
+            state = self.keys[key] = self._new_state()
         state.running += 1
         if state.window is not None:
-            filled = self._fill_locked(group, state, state.window.record(now)) or filled
+            filled = self._fill_locked(key, state, state.window.record(now)) or filled
         if self.saturated(state):
-            gates.close(group)
+            queue.close(key)
         return filled
 
-    def _fill_locked(self, group: Hashable, state: KeyState, until: Optional[float]) -> bool:
+    def _fill_locked(self, key: Hashable, state: KeyState, until: Optional[float]) -> bool:
         """Set the key's ``until`` (its window is full until then, or None); True if full."""
         state.until = until
         if until is None:
             return False
-        heapq.heappush(self.wakes, (until, self._seq(), group))
+        heapq.heappush(self.wakes, (until, self._seq(), key))
         return True
 
-    def finished_locked(self, group: Hashable, gates: Gates) -> None:
-        """A task of key ``group`` finished: open the key if that gave it room."""
-        state = self.keys[group]
+    def finished_locked(self, key: Hashable, queue: LimitedQueue) -> None:
+        """A task of ``key`` finished: open it if that gave it room."""
+        state = self.keys[key]
         was = self.saturated(state)
         state.running -= 1
         if was and not self.saturated(state):
-            gates.open(group)
+            queue.open(key)
         if not state.running:
             if state.window is None or not state.window.times:
-                del self.keys[group]
+                del self.keys[key]
             else:
-                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), group))
+                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
 
     def _idle(self, state: KeyState, now: float) -> bool:
         window = state.window
@@ -216,39 +216,39 @@ class Limits:
         self._flags()
 
     def set_key_limit_locked(self, limit: Optional[int]) -> None:
-        """Set ``key_limit``; the caller then regates the queue's keys."""
+        """Set ``key_limit``; the caller then recloses the queue's keys."""
         self.key_limit = limit
         self._flags()
 
     def set_key_rate_limit_locked(self, limit: Optional[RateLimit], now: float) -> None:
-        """Set ``key_rate_limit``, keeping each key's starts; the caller then regates."""
+        """Set ``key_rate_limit``, keeping each key's starts; the caller then recloses keys."""
         self.key_rate_limit = limit
-        for group, state in list(self.keys.items()):
+        for key, state in list(self.keys.items()):
             state.window = rewindow(state.window, limit)
             window = state.window
-            self._fill_locked(group, state, None if window is None else window.closed_until(now))
+            self._fill_locked(key, state, None if window is None else window.closed_until(now))
             if self._idle(state, now):
-                del self.keys[group]  # regate_locked opens it if it was closed
+                del self.keys[key]  # reclose_keys_locked opens it if it was closed
             elif not state.running and state.window is not None:
-                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), group))
+                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
         self._flags()
 
-    def regate_locked(self, gates: KeyGates) -> None:
+    def reclose_keys_locked(self, queue: KeyedLimitedQueue) -> None:
         """Close the keys now at a limit and open the others; O(keys with state)."""
-        for group in [group for group in gates.closed if not self._holds(group)]:
-            gates.open(group)
-        for group in self.saturated_keys():
-            gates.close(group)
+        for key in [key for key in queue.closed if not self._holds(key)]:
+            queue.open(key)
+        for key in self.saturated_keys():
+            queue.close(key)
 
-    def _holds(self, group: Hashable) -> bool:
-        state = self.keys.get(group)
+    def _holds(self, key: Hashable) -> bool:
+        state = self.keys.get(key)
         return state is not None and self.saturated(state)
 
     def check(self, closed: set[Hashable]) -> None:
         """Assert the limits' invariants against the queue's ``closed`` keys."""
         assert set(self.saturated_keys()) == closed, "a key is closed iff it is at a limit"
-        for group, state in self.keys.items():
-            assert state.running >= 0, f"key {group!r} finished more tasks than it started"
+        for key, state in self.keys.items():
+            assert state.running >= 0, f"key {key!r} finished more tasks than it started"
             assert (state.window is None) == (self.key_rate_limit is None), "key window"
             if state.until is not None:
-                assert (state.until, group) in {(w[0], w[2]) for w in self.wakes}, "no wake"
+                assert (state.until, key) in {(w[0], w[2]) for w in self.wakes}, "no wake"

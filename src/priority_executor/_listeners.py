@@ -112,13 +112,16 @@ class Listeners:
 
 
 class Watch:
-    """Tells a pool's listeners of one task's start and end; made only when there are some."""
+    """Tells a pool's listeners of one task's start and end (a ``_claim.RunObserver``).
+
+    Made only when the pool has listeners.
+    """
 
     __slots__ = ("info", "listeners")
 
     def __init__(self, listeners: Listeners, entry: Entry) -> None:
         self.listeners = listeners
-        self.info = TaskInfo(entry.priority, entry.group, entry.queued_at, entry.started)
+        self.info = TaskInfo(entry.priority, entry.key, entry.queued_at, entry.started)
 
     def started(self) -> None:
         """The task won its claim and is about to run (or was handed over)."""

@@ -24,10 +24,10 @@ A thread that holds the GIL keeps it for the whole switch interval (5 ms) unless
 or yields, and a thread that submits in a loop never blocks. So a task submitted ahead of
 queued ones could wait a whole slice of every submitting thread before a worker gets the
 GIL to take it: with 16 submitting threads, 50 to 190 ms (measured). So a submit that queues
-a task ahead of every queued one opens a *jump window* (``Admission.jumped``, the monotonic
-time it closes), and until a runner takes a task (which is then that one, or a better one),
-every submit yields the GIL once after unlocking: the GIL goes round the threads in
-microseconds instead of slices, and reaches a worker.
+a task ahead of every queued one opens a *jump window* (``Admission.yield_until``, the
+monotonic time it closes), and until a runner takes a task (which is then that one, or a
+better one), every submit yields the GIL once after unlocking: the GIL goes round the
+threads in microseconds instead of slices, and reaches a worker.
 
 The window lasts one switch interval, and a new jump does not extend it. A yield hands the
 GIL to whichever thread wants it, for that thread's whole slice: if no runner can take the

@@ -62,9 +62,9 @@ class ViewTarget(Protocol):
         kwargs: Mapping[str, Any],
         priority: Number,
         timeout: Optional[float],
-        gate: Any = None,
+        view_state: Any = None,
     ) -> Future[T]:
-        """Submit with options already checked; refused once ``gate.closed`` is set."""
+        """Submit with options already checked; refused once ``view_state.closed`` is set."""
 
     def _is_own_thread(self) -> bool: ...
 
@@ -211,9 +211,9 @@ class PoolView(ThreadPoolExecutor):
 class _ViewState:
     """What a view owns, apart from its pool: a ``map`` iterator keeps this, not the pool.
 
-    It is also the gate the pool's submit checks under the pool's lock: once ``closed`` is
-    set (under this lock, then the pool's lock taken to wake blocked submits), no task is
-    queued through the view.
+    It is also the ``_queue.ViewState`` the pool's submit checks under the pool's lock: once
+    ``closed`` is set (under this lock, then the pool's lock taken to wake blocked submits),
+    no task is queued through the view.
     """
 
     def __init__(self, priority: Number, timeout: Optional[float], key: Hashable) -> None:

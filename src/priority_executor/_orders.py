@@ -1,8 +1,8 @@
 """The two orderings of the queue, over :class:`~._queue.QueueBase` (see its docstring).
 
-:class:`TaskQueue`, for strict priority, keeps one FIFO ``deque`` per distinct sort key and a
-small heap of those keys; :class:`HeapQueue`, for ageing, where every entry has its own key,
-is one heap of ``(key, seq, entry)``. Both are plain data, guarded by the pool's lock.
+:class:`TaskQueue`, for strict priority, keeps one FIFO ``deque`` per distinct rank and a
+small heap of those ranks; :class:`HeapQueue`, for ageing, where every entry has its own rank,
+is one heap of ``(rank, seq, entry)``. Both are plain data, guarded by the pool's lock.
 """
 
 from __future__ import annotations
@@ -17,40 +17,40 @@ from ._queue import Entry, QueueBase
 
 
 class TaskQueue(QueueBase):
-    """Strict priority: a FIFO bucket per sort key, and a heap of the keys."""
+    """Strict priority: a FIFO bucket per rank, and a heap of the ranks."""
 
     def __init__(self, track_worst: bool = True) -> None:
         super().__init__()
         self.levels: list[Number] = []
         self.buckets: dict[Number, deque[Entry]] = {}
-        # With eviction, a max-heap of the levels (negated keys; stale ones are skipped), so
+        # With eviction, a max-heap of the levels (negated ranks; stale ones are skipped), so
         # that finding the worst entry costs O(log L), not a sort of every level.
         self.top: Optional[list[Number]] = [] if track_worst else None
         self.hollow = 0  # empty buckets left by worst(), at most; see the module docstring
 
     def _store(self, entry: Entry) -> bool:
-        bucket = self.buckets.get(entry.key)
+        bucket = self.buckets.get(entry.rank)
         first = False
         if bucket is None:
-            # Only a new level can go first: levels[0] is the smallest key of every bucket.
-            first = bool(self.entries) and entry.key < self.levels[0]
-            bucket = self.buckets[entry.key] = deque()
-            heapq.heappush(self.levels, entry.key)
+            # Only a new level can go first: levels[0] is the smallest rank of every bucket.
+            first = bool(self.entries) and entry.rank < self.levels[0]
+            bucket = self.buckets[entry.rank] = deque()
+            heapq.heappush(self.levels, entry.rank)
             if self.top is not None:
-                self._list_as_worst(entry.key)
+                self._list_as_worst(entry.rank)
         elif self.top is not None and not bucket:
-            self._list_as_worst(entry.key)  # worst() may have skipped it while it was empty
+            self._list_as_worst(entry.rank)  # worst() may have skipped it while it was empty
         bucket.append(entry)
         return first
 
-    def _list_as_worst(self, key: Number) -> None:
+    def _list_as_worst(self, rank: Number) -> None:
         top = self.top
         assert top is not None
         if len(top) > 2 * len(self.levels) + _queue.COMPACT_SLACK:
-            # Stale and repeated keys: rebuild from the levels, in O(L) once per L pushes.
+            # Stale and repeated ranks: rebuild from the levels, in O(L) once per L pushes.
             self.top = top = [-level for level in self.levels]
             heapq.heapify(top)
-        heapq.heappush(top, -key)
+        heapq.heappush(top, -rank)
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
@@ -99,7 +99,7 @@ class TaskQueue(QueueBase):
                 self.stored -= 1
             if bucket:
                 return bucket[-1]
-            # Empty: leave it (removing a key from the middle of ``levels`` costs O(L)) and
+            # Empty: leave it (removing a rank from the middle of ``levels`` costs O(L)) and
             # skip it from now on; drop all such buckets at once when they add up.
             heapq.heappop(top)
             self.hollow += 1
@@ -113,28 +113,30 @@ class TaskQueue(QueueBase):
 
     def _drop_empty_buckets(self) -> None:
         """Remove every empty bucket, in O(L)."""
-        for key in [key for key, bucket in self.buckets.items() if not bucket]:
-            del self.buckets[key]
+        for rank in [rank for rank, bucket in self.buckets.items() if not bucket]:
+            del self.buckets[rank]
         self._rebuild_levels()
 
     def _rebuild_levels(self) -> None:
         self.levels = list(self.buckets)
         heapq.heapify(self.levels)
         if self.top is not None:
-            self.top = [-key for key in self.levels]
+            self.top = [-rank for rank in self.levels]
             heapq.heapify(self.top)
         self.hollow = 0
 
     def _live_in_order(self) -> list[Entry]:
-        return [entry for key in sorted(self.levels) for entry in self.buckets[key] if entry.queued]
+        return [
+            entry for rank in sorted(self.levels) for entry in self.buckets[rank] if entry.queued
+        ]
 
     def _sweep(self) -> None:
-        for key, bucket in list(self.buckets.items()):
+        for rank, bucket in list(self.buckets.items()):
             live = deque(entry for entry in bucket if entry.queued)
             if live:
-                self.buckets[key] = live
+                self.buckets[rank] = live
             else:
-                del self.buckets[key]
+                del self.buckets[rank]
         self._rebuild_levels()
 
     def _check_order(self) -> list[Entry]:
@@ -149,22 +151,22 @@ class TaskQueue(QueueBase):
             top = self.top
             for i in range(1, len(top)):
                 assert top[(i - 1) // 2] <= top[i], f"worst-level heap broken at {i}"
-            listed = {-key for key in top}
+            listed = {-rank for rank in top}
             # A level emptied by worst() may have left ``top``; every other must be in it.
             missing = [k for k in levels if k not in listed and self.buckets[k]]
             assert not missing, "a level with tasks is missing from the worst-level heap"
         assert self.stored == sum(map(len, self.buckets.values())), "stored count is off"
         live = []
-        for key, bucket in self.buckets.items():
+        for rank, bucket in self.buckets.items():
             for entry in bucket:
                 if entry.queued:
-                    assert entry.key == key, "an entry sits in the wrong bucket"
+                    assert entry.rank == rank, "an entry sits in the wrong bucket"
                     live.append(entry)
         return live
 
 
 class HeapQueue(QueueBase):
-    """Any keys, such as ageing's ``queued_at - priority * ageing``: one heap of all entries."""
+    """Any ranks, such as ageing's ``queued_at - priority * ageing``: one heap of all entries."""
 
     def _heap_seqs(self) -> list[int]:
         return [item[1] for item in self.heap]
@@ -176,11 +178,11 @@ class HeapQueue(QueueBase):
         self.worst_heap: Optional[list[tuple[Number, int, Entry]]] = [] if track_worst else None
 
     def _store(self, entry: Entry) -> bool:
-        first = bool(self.entries) and entry.key < self.heap[0][0]
+        first = bool(self.entries) and entry.rank < self.heap[0][0]
         seq = self._next_seq()
-        heapq.heappush(self.heap, (entry.key, seq, entry))
+        heapq.heappush(self.heap, (entry.rank, seq, entry))
         if self.worst_heap is not None:
-            heapq.heappush(self.worst_heap, (-entry.key, -seq, entry))
+            heapq.heappush(self.worst_heap, (-entry.rank, -seq, entry))
         return first
 
     def pop(self) -> Optional[Entry]:
@@ -234,5 +236,5 @@ class HeapQueue(QueueBase):
                 "worst heap not swept"
             )
         live = [item[2] for item in heap if item[2].queued]
-        assert all(item[0] == item[2].key for item in heap if item[2].queued), "key changed"
+        assert all(item[0] == item[2].rank for item in heap if item[2].queued), "rank changed"
         return live

@@ -1,9 +1,9 @@
-"""Pure scheduling policy: argument checks, sort keys and deadlines.
+"""Pure scheduling policy: argument checks, ranks and deadlines.
 
 Nothing here takes a lock, starts a thread or reads a clock by itself: each function turns
 values into other values, so the rules can be tested without a pool.
 
-The heap orders entries by ``(key, seq)``, smallest first. With strict priority the key is
+The heap orders entries by ``(rank, seq)``, smallest first. With strict priority the rank is
 ``-priority``, so higher priorities come out first and ``seq``, one global counter, keeps equal
 priorities in submission order.
 """
@@ -205,13 +205,13 @@ def check_when_full(when_full: object) -> WhenFull:
     raise ValueError(f"when_full must be 'block', 'raise' or 'evict', got {describe(when_full)}")
 
 
-def sort_key(priority: Number) -> Number:
-    """The heap key of an entry: smaller keys run first."""
+def strict_rank(priority: Number) -> Number:
+    """The rank of an entry under strict priority: smaller ranks run first."""
     return -priority
 
 
 def check_aged_priority(priority: Number) -> None:
-    """Refuse a priority that ageing cannot turn into a key (an int beyond float range)."""
+    """Refuse a priority that ageing cannot turn into a rank (an int beyond float range)."""
     try:
         float(priority)
     except OverflowError:
@@ -221,8 +221,8 @@ def check_aged_priority(priority: Number) -> None:
         ) from None
 
 
-def aged_key(priority: Number, queued_at: float, ageing: float) -> float:
-    """The heap key of an entry under ageing: smaller keys run first.
+def aged_rank(priority: Number, queued_at: float, ageing: float) -> float:
+    """The rank of an entry under ageing: smaller ranks run first.
 
     Waiting ``ageing`` seconds raises a task's effective priority by one. The rate is the same
     for every task, so ``queued_at - priority * ageing`` stays constant while the task waits
@@ -232,11 +232,11 @@ def aged_key(priority: Number, queued_at: float, ageing: float) -> float:
     return queued_at - priority * ageing
 
 
-def queue_key(priority: Number, queued_at: float, ageing: Optional[float]) -> Number:
-    """The heap key of an entry queued at ``queued_at`` (read only under ageing)."""
+def rank_of(priority: Number, queued_at: float, ageing: Optional[float]) -> Number:
+    """The rank of an entry queued at ``queued_at`` (read only under ageing)."""
     if ageing is None:
-        return sort_key(priority)
-    return aged_key(priority, queued_at, ageing)
+        return strict_rank(priority)
+    return aged_rank(priority, queued_at, ageing)
 
 
 def check_task_options(

@@ -1,15 +1,15 @@
-"""The queue of waiting tasks: entries ordered by sort key, and a heap of deadlines.
+"""The queue of waiting tasks: entries ordered by rank, and a heap of deadlines.
 
 The queue is plain data with no lock and no thread: the executor's lock guards every call.
 It can therefore be driven, and its invariants checked, from a single-threaded test.
 
 Two orderings (in ``_orders.py``) share everything else. :class:`TaskQueue`, for strict
-priority, keeps one FIFO ``deque`` per distinct sort key and a small heap of those keys: a heap
+priority, keeps one FIFO ``deque`` per distinct rank and a small heap of those ranks: a heap
 of all entries would pay O(log n) tuple comparisons on every pop, with a cache miss at each
 level once the backlog is large, and a tuple per task for the garbage collector to trace, while
 real workloads use a handful of priority levels. A push or a pop costs O(1) plus O(log L) for L
 distinct levels, and submission order within a level is the order of the deque.
-:class:`HeapQueue`, for ageing, where every entry has its own key, is one heap of ``(key, seq,
+:class:`HeapQueue`, for ageing, where every entry has its own rank, is one heap of ``(rank, seq,
 entry)``: O(log n). Tasks with a deadline are also kept in a heap by deadline. ``seq`` numbers
 come from one counter: they break ties in submission order in both heaps, and are not stored in
 entries, so that a queued task costs no int object in the common case.
@@ -23,18 +23,18 @@ within twice the live size plus a constant, at O(1) amortised cost per removal.
 Invariants, checked by :meth:`QueueBase._check_invariants`:
 
 * an entry is live iff ``entry.queued``; each live entry is stored exactly once, and live
-  entries come out in ``key`` order (submission order among equal keys);
+  entries come out in ``rank`` order (submission order among equal ranks);
 * ``entries`` maps each live entry's future to that entry, so ``len(entries)`` is the live
   count; no live entry's future is done;
 * each live entry with a deadline has exactly one item ``(deadline, seq, entry)`` in the
   deadline heap, which has the heap property; ``deadline_count`` counts them; the ``seq`` of
   every heap item is unique and below ``next_seq``;
 * ``stored <= 2 * live + COMPACT_SLACK``, and likewise for the deadline heap;
-* for :class:`TaskQueue`: ``levels`` is a heap holding each key of ``buckets`` once; at most
+* for :class:`TaskQueue`: ``levels`` is a heap holding each rank of ``buckets`` once; at most
   ``hollow + 1`` buckets are empty (a pop that empties the last level keeps it for the next
   push; an eviction that empties the worst level leaves it, counted in ``hollow``, until a
   pop reaches it or enough of them are dropped at once); with eviction, ``top`` is a heap of
-  negated keys holding every key of ``levels``, so the worst level is found in O(log L).
+  negated ranks holding every rank of ``levels``, so the worst level is found in O(log L).
 """
 
 from __future__ import annotations
@@ -51,15 +51,15 @@ from ._policy import Number, is_due
 
 #: Tombstones tolerated beyond the live count before the queue is swept.
 COMPACT_SLACK = 64
-#: Priorities whose queued count fell to zero that ``by_priority`` may keep as keys.
+#: Priorities whose queued count fell to zero that ``by_priority`` may keep listed.
 KEEP_ZEROS = 64
 
 #: The keyword arguments of every task submitted without any; never mutated (``**`` copies).
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
-class Gate(Protocol):
-    """The view a task came through: its state and key, read under the pool's lock."""
+class ViewState(Protocol):
+    """The state of the view a task came through (``_options._ViewState``); read under the lock."""
 
     closed: bool
     key: Hashable  # the key of every task submitted through the view (None: no key)
@@ -76,14 +76,14 @@ class Entry:
         "deadline",
         "fn",
         "future",
-        "gate",
-        "group",
         "key",
         "kwargs",
         "priority",
         "queued",
         "queued_at",
+        "rank",
         "started",
+        "view_state",
     )
 
     started: float  # the clock when it started (NaN: unknown); set by the take that starts it
@@ -96,8 +96,8 @@ class Entry:
         kwargs: Mapping[str, Any],
         priority: Number,
         deadline: Optional[float],
-        group: Hashable = None,
-        gate: Optional[Gate] = None,
+        key: Hashable = None,
+        view_state: Optional[ViewState] = None,
     ) -> None:
         self.future = future
         self.fn = fn
@@ -105,9 +105,9 @@ class Entry:
         self.kwargs = kwargs
         self.priority = priority
         self.deadline = deadline
-        self.group = group  # the key of the view it came through (None: no key)
-        self.gate = gate  # the view it came through (None: the pool itself)
-        self.key: Number = 0
+        self.key = key  # the key of the view it came through (None: no key)
+        self.view_state = view_state  # its view's state (None: submitted to the pool itself)
+        self.rank: Number = 0  # the order it runs in: smaller first (see _policy.rank_of)
         self.queued = False  # True from push until it leaves the queue; then a tombstone
         self.queued_at = 0.0  # the clock at submit (NaN if it raised)
 
@@ -131,8 +131,8 @@ def _successor(entry: Entry) -> Entry:
         entry.kwargs,
         entry.priority,
         entry.deadline,
-        entry.group,
-        entry.gate,
+        entry.key,
+        entry.view_state,
     )
     successor.queued_at = entry.queued_at
     entry.detach()
@@ -147,8 +147,8 @@ class QueueBase:
         self.entries: dict[Future[Any], Entry] = {}
         # Live entries by priority, so that statistics() and exporters read the backlog by
         # priority in O(distinct priorities), not O(n). A priority whose count falls to zero
-        # keeps its key (the next task of it would add it again) unless KEEP_ZEROS keys are
-        # held: priorities that are all different (a timestamp) cannot grow it for ever.
+        # stays listed (the next task of it would add it again) unless KEEP_ZEROS priorities
+        # are listed so: priorities that are all different (a timestamp) cannot grow it for ever.
         self.by_priority: dict[Number, int] = {}
         self.deadlines: list[tuple[float, int, Entry]] = []
         self.deadline_count = 0
@@ -164,8 +164,8 @@ class QueueBase:
     def _store(self, entry: Entry) -> bool:
         """Store a new live entry; True if it goes ahead of every entry queued before it.
 
-        The answer is O(1) against the smallest key stored, so it may be False for an entry
-        that goes first while a tombstone with a smaller key still leads (a missed jump,
+        The answer is O(1) against the smallest rank stored, so it may be False for an entry
+        that goes first while a tombstone with a smaller rank still leads (a missed jump,
         never a made-up one).
         """
         raise NotImplementedError
@@ -178,12 +178,12 @@ class QueueBase:
         """The live entry that would run last, or None if nothing is queued."""
         raise NotImplementedError
 
-    def close(self, group: Hashable) -> None:
-        """Hold back the tasks of key ``group``: only a ``KeyedQueue`` can (see ``_keyed.py``)."""
+    def close(self, key: Hashable) -> None:
+        """Hold back the tasks of ``key``: only a ``KeyedQueue`` can (see ``_keyed.py``)."""
         raise NotImplementedError("only a KeyedQueue holds the tasks of a key back")
 
-    def open(self, group: Hashable) -> bool:
-        """Let the tasks of key ``group`` start again; False: none was held back."""
+    def open(self, key: Hashable) -> bool:
+        """Let the tasks of ``key`` start again; False: none was held back."""
         return False
 
     def pop_any(self) -> Optional[Entry]:
@@ -204,13 +204,13 @@ class QueueBase:
 
     # The rest is common.
 
-    def push(self, entry: Entry, key: Number) -> bool:
-        """Queue ``entry`` behind every queued entry with the same key.
+    def push(self, entry: Entry, rank: Number) -> bool:
+        """Queue ``entry`` behind every queued entry with the same rank.
 
         Returns:
             True if it goes ahead of every entry queued before it (see :meth:`_store`).
         """
-        entry.key = key
+        entry.rank = rank
         entry.queued = True
         first = self._store(entry)
         self.stored += 1
@@ -240,8 +240,8 @@ class QueueBase:
             self._compact_if_sparse()
         return entry
 
-    def requeue(self, entry: Entry, key: Number, priority: Optional[Number] = None) -> Entry:
-        """Move a queued entry to ``key`` (and ``priority``), behind the entries already there.
+    def requeue(self, entry: Entry, rank: Number, priority: Optional[Number] = None) -> Entry:
+        """Move a queued entry to ``rank`` (and ``priority``), behind the entries already there.
 
         The old entry becomes a tombstone and the task continues in a new entry (returned),
         so that no entry is ever stored twice. The deadline and the time of submission are
@@ -257,25 +257,25 @@ class QueueBase:
         if entry.deadline is not None:
             self.deadline_count -= 1
         successor = _successor(entry)
-        self.push(successor, key)
+        self.push(successor, rank)
         self._compact_if_sparse()
         return successor
 
     def restore(self, entry: Entry) -> Entry:
         """Queue again an entry whose removal an asynchronous exception may have cut short.
 
-        O(n). It goes back under its key as a new entry (a tombstone of it may be stored),
+        O(n). It goes back at its rank as a new entry (a tombstone of it may be stored),
         behind the entries already there: an evicted entry was the last of them anyway.
         """
         self.repair(entry)
         successor = _successor(entry)
-        self.push(successor, entry.key)
+        self.push(successor, entry.rank)
         return successor
 
     def move_to(self, queue: QueueBase) -> None:
         """Queue every live entry in ``queue`` instead, in order, to change the ordering; O(n)."""
         for entry in self._live_in_order():
-            queue.push(entry, entry.key)
+            queue.push(entry, entry.rank)
 
     def find(self, future: Future[Any]) -> Optional[Entry]:
         """The queued entry of ``future``, or None if it is not queued here."""
@@ -361,8 +361,8 @@ class QueueBase:
         assert by_priority == counted, "queued tasks by priority miscounted"
         zeros = len(self.by_priority) - len(by_priority)
         assert zeros <= KEEP_ZEROS, "more priorities kept at zero than KEEP_ZEROS"
-        keys = [entry.key for entry in self._live_in_order()]
-        assert keys == sorted(keys), "live entries do not come out in key order"
+        ranks = [entry.rank for entry in self._live_in_order()]
+        assert ranks == sorted(ranks), "live entries do not come out in rank order"
         for entry in live:
             assert self.entries.get(entry.future) is entry, "live entry missing from entries"
             assert not entry.future.done(), "a queued task's future is already done"

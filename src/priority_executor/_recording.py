@@ -35,7 +35,7 @@ from ._queue import Entry
 
 #: Distinct priorities that get a class of their own; the rest are recorded under OTHER.
 MAX_CLASSES = 16
-#: The key under which tasks of priorities beyond the first MAX_CLASSES are recorded.
+#: The class under which tasks of priorities beyond the first MAX_CLASSES are recorded.
 OTHER = "other"
 
 #: A key of ``statistics().wait``, ``.run`` and ``.outcomes``: a priority, or OTHER.
@@ -50,10 +50,10 @@ T = TypeVar("T")
 class ClassFigures:
     """The figures of one priority class."""
 
-    __slots__ = ("key", "outcomes", "run", "wait")
+    __slots__ = ("outcomes", "priority_class", "run", "wait")
 
-    def __init__(self, key: PriorityClass) -> None:
-        self.key = key
+    def __init__(self, priority_class: PriorityClass) -> None:
+        self.priority_class = priority_class
         self.wait = Histogram()
         self.run = Histogram()
         # Every name present, so that counting never calls Counter.__missing__.
@@ -74,10 +74,10 @@ class Tally:
         """The class that records tasks of ``priority``."""
         figures = self.classes.get(priority)
         if figures is None:
-            key = self.class_of(priority)
-            if key is OTHER:
+            priority_class = self.class_of(priority)
+            if priority_class is OTHER:
                 return self.other
-            figures = self.classes[priority] = ClassFigures(key)
+            figures = self.classes[priority] = ClassFigures(priority_class)
         return figures
 
     def classify(self, priorities: Iterable[Number]) -> None:
@@ -95,14 +95,14 @@ class Tally:
             self.of(priority)
 
     def class_of(self, priority: Number) -> PriorityClass:
-        """The key under which tasks of ``priority`` are (or will be) recorded.
+        """The class under which tasks of ``priority`` are (or will be) recorded.
 
         It only reads, and classes are never removed, so an exporter may call it without
         the lock: a priority with a class keeps it.
         """
         figures = self.classes.get(priority)
         if figures is not None:
-            return figures.key
+            return figures.priority_class
         return OTHER if len(self.classes) >= MAX_CLASSES else plain_priority(priority)
 
     def add(self, outcome: str, priority: Number) -> None:
@@ -175,10 +175,10 @@ class Tally:
         classes = list(self.classes.values())
         if self.other.wait.count or self.other.run.count or any(self.other.outcomes.values()):
             classes.append(self.other)
-        wait = {c.key: c.wait.snapshot() for c in classes if c.wait.count}
-        run = {c.key: c.run.snapshot() for c in classes if c.run.count}
+        wait = {c.priority_class: c.wait.snapshot() for c in classes if c.wait.count}
+        run = {c.priority_class: c.run.snapshot() for c in classes if c.run.count}
         outcomes = {
-            c.key: MappingProxyType({name: c.outcomes[name] for name in OUTCOMES})
+            c.priority_class: MappingProxyType({name: c.outcomes[name] for name in OUTCOMES})
             for c in classes
             if any(c.outcomes.values())
         }
@@ -256,17 +256,19 @@ def count_by_class(
 
     The exporters' queued gauge: ``class_of`` is the pool's ``Tally.class_of``, and the
     snapshot gave every queued priority its class (:meth:`Tally.classify`), so there are at
-    most MAX_CLASSES + 1 keys, the same for every snapshot.
+    most MAX_CLASSES + 1 classes, the same for every snapshot.
     """
     by_class: dict[PriorityClass, int] = {}
     for priority, count in counts.items():
-        key = class_of(priority)
-        by_class[key] = by_class.get(key, 0) + count  # several priorities may be OTHER
+        priority_class = class_of(priority)
+        by_class[priority_class] = (
+            by_class.get(priority_class, 0) + count
+        )  # several priorities may be OTHER
     return by_class
 
 
 def plain_priority(priority: Number) -> PriorityClass:
-    """``priority`` as a plain int or float (an IntEnum member becomes its int): a class key."""
+    """``priority`` as a plain int or float (an IntEnum member becomes its int): a class."""
     if isinstance(priority, int):
         return int(priority)
     value = float(priority)

@@ -37,7 +37,7 @@ class Host(Protocol):
     def read_clock(self) -> Union[float, Exception]:
         """The pool's clock, or the exception it raised."""
 
-    def check_accepting_locked(self, priority: Number, gate: Any) -> None:
+    def check_accepting_locked(self, priority: Number, view_state: Any) -> None:
         """Raise what the standard pool raises when no task may be queued."""
 
     def is_own_thread_locked(self, thread: threading.Thread) -> bool:
@@ -51,8 +51,8 @@ class Decision(NamedTuple):
     expired: bool  # its deadline passed while its submit waited for room: expire it unqueued
 
 
-#: A full queue that made room without evicting anything (a blocked submit that got in).
-ROOM = Decision(None, False)
+#: Room freed up while a blocked submit waited: queue its task, evicting nothing.
+ROOM_FREED = Decision(None, False)
 
 
 class Room:
@@ -73,17 +73,17 @@ class Room:
         """``max_queued`` tasks wait: a new one needs :meth:`make_room_locked` first."""
         return self.max_queued is not None and len(queue) >= self.max_queued
 
-    def make_room_locked(self, host: Host, entry: Entry, key: Number, gate: Any) -> Decision:
-        """Apply ``when_full`` for ``entry`` (of sort ``key``) on a full queue.
+    def make_room_locked(self, host: Host, entry: Entry, rank: Number, view_state: Any) -> Decision:
+        """Apply ``when_full`` for ``entry`` (of rank ``rank``) on a full queue.
 
         Raises:
             QueueFullError: ``when_full`` is "raise", or "evict" and no queued task ranks
                 below the new one, or "block" from one of the pool's own threads.
-            RuntimeError: the pool or ``gate`` was shut down while this submit waited.
+            RuntimeError: the pool or the view was shut down while this submit waited.
         """
         if self.when_full == "evict":
             worst = host.queue.worst()
-            if worst is not None and key < worst.key:
+            if worst is not None and rank < worst.rank:
                 return Decision(worst, False)
         if self.when_full != "block":
             host.tally.add("rejected", entry.priority)
@@ -108,9 +108,9 @@ class Room:
                     else:
                         left = min(entry.deadline - now, MAX_SLEEP)
                 if not self.full_locked(host.queue):  # re-read: a new key limit replaces it
-                    return ROOM
+                    return ROOM_FREED
                 self.cond.wait(left)
-                host.check_accepting_locked(entry.priority, gate)
+                host.check_accepting_locked(entry.priority, view_state)
         finally:
             self.blocked -= 1
 

@@ -49,12 +49,12 @@ class Settler:
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
 
-    def owed(self) -> None:
-        """Cancel the entries listed in ``evicted`` and log ``clock_errors``; without the lock.
+    def settle_deferred(self) -> None:
+        """Log the ``clock_errors`` and cancel the ``evicted`` entries left for after the lock.
 
-        An entry stays listed until it is settled, callbacks included, so that if an
-        exception interrupts its settler, the next submit, ``join()`` or ``shutdown()``
-        settles it; settling twice is harmless (``cancel_once``).
+        Called without the pool's lock. An entry stays listed until it is settled, callbacks
+        included, so that if an exception interrupts its settler, the next submit, ``join()``
+        or ``shutdown()`` settles it; settling twice is harmless (``cancel_once``).
         """
         sink = self.sink
         while sink.clock_errors:  # a hint, rechecked under the lock

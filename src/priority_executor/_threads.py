@@ -331,7 +331,7 @@ class ThreadRunner:
             if self.unstarted:  # counted in by this take, which let more tasks start
                 self.start_pending(None)
             if clock_errors:  # the clock raised as it took (or held back) a task
-                admission.settler.owed()
+                admission.settler.settle_deferred()
             if expired:
                 cancel(expired, True)  # callbacks included, in this thread
                 expired.clear()

@@ -112,10 +112,10 @@ class WorkQueue:
         entry = self._take()
         if entry is None:
             raise queue.Empty
-        fn, args, kwargs, gate = entry.fn, entry.args, entry.kwargs, entry.gate
+        fn, args, kwargs, view_state = entry.fn, entry.args, entry.kwargs, entry.view_state
         future = entry.detach()  # a tombstone of it may stay in a heap: it holds nothing
-        if gate is not None:
-            gate.taken(future)  # its view's shutdown(wait=True) no longer waits for it
+        if view_state is not None:
+            view_state.taken(future)  # its view's shutdown(wait=True) no longer waits for it
         context = None
         if isinstance(fn, InContext):
             context, fn = fn.context, fn.fn
@@ -156,7 +156,7 @@ class WorkQueue:
             if entry is not None:
                 admission.finished_locked("taken", entry, keyed=False)
             admission.emptied_locked()
-        admission.settler.owed()  # a clock error on the way
+        admission.settler.settle_deferred()  # a clock error on the way
         try:
             admission.settler.cancel(due, expired=True)  # wakes their waiters, counts them
         finally:

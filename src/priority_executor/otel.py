@@ -85,11 +85,11 @@ class Instrumentation:
             attributes = self._attributes(self._class_of(info.priority))
             self._run.record(max(info.finished - info.started, 0.0), attributes)
 
-    def _attributes(self, key: PriorityClass) -> dict[str, Any]:
-        attributes = self._attributes_of.get(key)
+    def _attributes(self, priority_class: PriorityClass) -> dict[str, Any]:
+        attributes = self._attributes_of.get(priority_class)
         if attributes is None:  # two threads may both make it: equal values, one kept
-            attributes = {"executor.name": self.name, "priority": str(key)}
-            self._attributes_of[key] = attributes
+            attributes = {"executor.name": self.name, "priority": str(priority_class)}
+            self._attributes_of[priority_class] = attributes
         return attributes
 
     # -- per collection ---------------------------------------------------------------------
@@ -103,7 +103,10 @@ class Instrumentation:
         if stats is None:
             return []
         by_class = count_by_class(stats.queued_by_priority, self._class_of)
-        return [Observation(count, self._attributes(key)) for key, count in by_class.items()]
+        return [
+            Observation(count, self._attributes(priority_class))
+            for priority_class, count in by_class.items()
+        ]
 
     def _active(self, options: CallbackOptions) -> Iterable[Observation]:
         stats = self._stats()
@@ -118,9 +121,9 @@ class Instrumentation:
         return [
             Observation(
                 counts[outcome],
-                {"executor.name": self.name, "priority": str(key), "outcome": outcome},
+                {"executor.name": self.name, "priority": str(priority_class), "outcome": outcome},
             )
-            for key, counts in stats.outcomes.items()
+            for priority_class, counts in stats.outcomes.items()
             for outcome in OUTCOMES
         ]
 

@@ -128,12 +128,12 @@ class PoolCollector(Collector):
 def _fill(
     families: dict[str, Any], label: str, stats: ExecutorStatistics, class_of: ClassOf
 ) -> None:
-    for key, distribution in stats.wait.items():
-        _histogram(families["wait"], [label, str(key)], distribution)
-    for key, distribution in stats.run.items():
-        _histogram(families["run"], [label, str(key)], distribution)
-    for key, count in count_by_class(stats.queued_by_priority, class_of).items():
-        families["queued"].add_metric([label, str(key)], count)
+    for priority_class, distribution in stats.wait.items():
+        _histogram(families["wait"], [label, str(priority_class)], distribution)
+    for priority_class, distribution in stats.run.items():
+        _histogram(families["run"], [label, str(priority_class)], distribution)
+    for priority_class, count in count_by_class(stats.queued_by_priority, class_of).items():
+        families["queued"].add_metric([label, str(priority_class)], count)
     families["active"].add_metric([label], stats.running)
     families["workers"].add_metric([label], stats.workers)
     _outcomes(families["tasks"], label, stats.outcomes)
@@ -147,9 +147,9 @@ def _histogram(family: Any, labels: list[str], distribution: Distribution) -> No
 
 
 def _outcomes(family: Any, label: str, outcomes: Mapping[PriorityClass, Mapping[str, int]]) -> None:
-    for key, counts in outcomes.items():
+    for priority_class, counts in outcomes.items():
         for outcome in OUTCOMES:
-            family.add_metric([label, str(key), outcome], counts[outcome])
+            family.add_metric([label, str(priority_class), outcome], counts[outcome])
 
 
 def _bound(value: float) -> str:
