@@ -192,6 +192,10 @@ class Backlog:
         if entry is not None:
             self.running += 1
             self.jumped = 0.0  # the best task has left the queue
+            # Its class is fixed as it starts, before a listener (the OpenTelemetry
+            # exporter's) reads it, not when it ends: the class its times are recorded under.
+            if entry.priority not in self.tally.classes:
+                self.tally.of(entry.priority)
             if not as_work_queue:  # stamped for its wait and run, recorded when it ends
                 try:
                     entry.started = self.clock()
