@@ -8,14 +8,19 @@ once; the asyncio scheduler's run timeouts on its clock. Written against the pub
 
 from __future__ import annotations
 
+import functools
+import queue
+import random
 import threading
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, Optional
 
 import pytest
 
-from conftest import TIMEOUT
-from support import KINDS, make_pool
+from conftest import TIMEOUT, FakeClock, Gate
+from priority_executor import PriorityThreadPoolExecutor, QueueFullError, expired
+from support import CONFIGS, FAR, KINDS, Config, in_thread, make_pool
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
 CLASSES = 16
@@ -102,3 +107,210 @@ def test_tasks_of_more_priorities_than_classes_started_at_once_are_timed_in_thei
             assert exported == {str(key): d.count for key, d in by_class.items()}, name
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+# -- expired(): cancels from every side racing the deadline --------------------------------
+
+
+class Ran:
+    """A task that records that it ran, by its tag."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tags: set[int] = set()
+
+    def __call__(self, tag: int) -> int:
+        with self.lock:
+            self.tags.add(tag)
+        return tag
+
+
+def check_outcomes(
+    pool: Any,
+    futures: dict[int, Future[Any]],
+    ran: Ran,
+    seed: int,
+    taken: Optional[list[Future[Any]]] = None,
+) -> None:
+    """Every future settled one way, which ``expired()`` and ``statistics()`` agree on.
+
+    Besides ``futures``, the pool ran one gate task; ``taken`` were taken out through
+    ``_work_queue``, whatever became of them after, counted ``taken``.
+    """
+    out = taken or []
+    assert pool.join(TIMEOUT), f"seed {seed}: never idle"
+    pool._check_invariants()
+    stats = pool.statistics()
+    marked = {tag for tag, future in futures.items() if expired(future)}
+    assert not marked & ran.tags, f"seed {seed}: ran and expired: {marked & ran.tags}"
+    for tag in marked:
+        assert futures[tag].cancelled(), f"seed {seed}: expired, not cancelled"
+    ours = {tag: f for tag, f in futures.items() if f not in out}
+    cancelled = {tag for tag, f in ours.items() if f.cancelled()} - marked
+    completed = {tag for tag, f in ours.items() if f.done() and not f.cancelled()}
+    assert all(f.done() for f in futures.values()), f"seed {seed}: a future left pending"
+    outcomes = (stats.expired, stats.cancelled, stats.completed, stats.taken)
+    assert outcomes == (len(marked), len(cancelled), len(completed) + 1, len(out)), (
+        f"seed {seed}: statistics {outcomes} against the futures"
+    )
+    assert stats.submitted == len(futures) + 1, f"seed {seed}"
+    settled = stats.completed + stats.failed + stats.cancelled + stats.expired + stats.taken
+    assert stats.submitted == settled + stats.queued + stats.running, f"seed {seed}: {stats}"
+    by_class = sum(counts["expired"] for counts in stats.outcomes.values())
+    assert by_class == stats.expired, f"seed {seed}: expired by class"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_cancels_from_threads_callbacks_and_listeners_racing_expiry_have_one_outcome_each(
+    config: Config,
+) -> None:
+    """Seeded rounds: tasks with deadlines on a held pool, cancelled by another thread, by
+    the done-callbacks of others and by a listener as a task starts, while the clock moves
+    the deadlines past (the timer's path) and the gate opens (the take's path); some
+    submitted with timeout=0, some moved by set_priority meanwhile."""
+    for seed in range(6):
+        cancels_racing_expiry(config, seed)
+
+
+def cancel_each(futures: list[Future[Any]]) -> None:
+    for future in futures:
+        future.cancel()
+
+
+def cancels_racing_expiry(config: Config, seed: int) -> None:
+    rng = random.Random(seed)
+    clock = FakeClock()
+    pool = config.pool(clock)
+    gate = Gate()
+    ran = Ran()
+    futures: dict[int, Future[Any]] = {}
+    lock = threading.Lock()
+    victims_rng = random.Random(seed)
+
+    def cancel_some(_: Any) -> None:
+        with lock:
+            victims = list(futures.values())
+            chosen = victims_rng.sample(victims, min(2, len(victims)))
+        for future in chosen:
+            future.cancel()
+
+    pool.add_listener(on_start=cancel_some)
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        tag = 0
+        full = config.max_queued is not None and config.when_full == "block"
+        for _ in range(8):
+            batch: list[Future[Any]] = []
+            for _ in range(rng.randrange(1, 4)):
+                if full and pool.statistics().queued >= (config.max_queued or 0):
+                    break  # the next would wait for a worker that is held
+                timeout = rng.choice([0, 0.5, 1.0, FAR])
+                try:
+                    future = config.submit(
+                        pool, ran, tag, priority=rng.randrange(3), timeout=timeout
+                    )
+                except QueueFullError:
+                    continue
+                future.add_done_callback(cancel_some)
+                with lock:
+                    futures[tag] = future
+                batch.append(future)
+                tag += 1
+            for future in rng.sample(batch, len(batch) // 2):
+                pool.set_priority(future, rng.randrange(3))
+            canceller = in_thread(functools.partial(cancel_each, batch[::2]))
+            clock.advance(rng.choice([0.5, 1.0]))
+            canceller.result()
+        clock.advance(0.5)
+        gate.open()
+        check_outcomes(pool, futures, ran, seed)
+    finally:
+        gate.open()
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_shutdown_cancelling_the_queue_as_the_deadlines_pass_leaves_one_outcome_each(
+    kind: str,
+) -> None:
+    for seed in range(20):
+        shutdown_racing_expiry(kind, seed)
+
+
+def shutdown_racing_expiry(kind: str, seed: int) -> None:
+    rng = random.Random(seed)
+    clock = FakeClock()
+    pool = make_pool(kind, 1, clock=clock)
+    clock.attach(pool)
+    gate = Gate()
+    ran = Ran()
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        futures = {
+            tag: pool.submit(ran, tag, timeout=rng.choice([1.0, 2.0, FAR])) for tag in range(20)
+        }
+        start = threading.Barrier(2, timeout=TIMEOUT)
+
+        def stop() -> None:
+            start.wait()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+        stopper = in_thread(stop)
+        start.wait()
+        clock.advance(rng.choice([1.0, 2.0]))
+        stopper.result()
+        gate.open()
+        check_outcomes(pool, futures, ran, seed)
+    finally:
+        gate.open()
+        pool.shutdown()
+
+
+def test_a_work_queue_get_racing_the_deadline_and_a_cancel_has_one_outcome_each() -> None:
+    for seed in range(30):
+        work_queue_racing_expiry(seed)
+
+
+def work_queue_racing_expiry(seed: int) -> None:
+    rng = random.Random(seed)
+    clock = FakeClock()
+    pool = PriorityThreadPoolExecutor(1, clock=clock)
+    clock.attach(pool)
+    gate = Gate()
+    ran = Ran()
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        futures = {tag: pool.submit(ran, tag, timeout=rng.choice([1.0, FAR])) for tag in range(10)}
+        victims = rng.sample(list(futures.values()), 4)
+        start = threading.Barrier(3, timeout=TIMEOUT)
+        items: list[Any] = []
+
+        def take() -> None:
+            start.wait()
+            for _ in range(4):
+                try:
+                    items.append(pool._work_queue.get_nowait())
+                except queue.Empty:
+                    return
+
+        def cancel() -> None:
+            start.wait()
+            for future in victims:
+                future.cancel()
+
+        taker, canceller = in_thread(take), in_thread(cancel)
+        start.wait()
+        clock.advance(1.0)
+        taker.result()
+        canceller.result()
+        for item in items:
+            assert not expired(item.future), f"seed {seed}: taken out expired"
+            item.run()
+        gate.open()
+        check_outcomes(pool, futures, ran, seed, [item.future for item in items])
+    finally:
+        gate.open()
+        pool.shutdown()
