@@ -12,14 +12,19 @@ import functools
 import queue
 import random
 import threading
-from collections.abc import Iterator
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional
 
 import pytest
 
 from conftest import TIMEOUT, FakeClock, Gate
-from priority_executor import PriorityThreadPoolExecutor, QueueFullError, expired
+from priority_executor import (
+    PriorityExecutor,
+    PriorityThreadPoolExecutor,
+    QueueFullError,
+    expired,
+)
 from support import CONFIGS, FAR, KINDS, Config, in_thread, make_pool
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
@@ -314,3 +319,74 @@ def work_queue_racing_expiry(seed: int) -> None:
     finally:
         gate.open()
         pool.shutdown()
+
+
+# -- a front's own tasks: refused waits, and no mark left behind ----------------------------
+
+#: What ``join()`` raises in one of the executor's own threads.
+JOIN_REFUSED = (
+    "RuntimeError: cannot join() from one of the pool's own threads: it would wait for itself"
+)
+
+
+def outcome_of(call: Callable[[], object]) -> str:
+    """What ``call()`` raised, as ``"Type: message"``; else ``"returned <value>"``."""
+    try:
+        value = call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return f"returned {value}"
+
+
+def fails_marked(front: PriorityExecutor) -> None:
+    """A task of ``front`` that checks it may not join, then fails."""
+    assert outcome_of(lambda: front.join(0)) == JOIN_REFUSED
+    raise ValueError("failed")
+
+
+@pytest.mark.parametrize("copy_context", [False, True])
+def test_a_failed_task_of_nested_fronts_leaves_its_thread_unmarked_for_the_next(
+    copy_context: bool,
+) -> None:
+    """The outer front's task runs through the inner front on the pool's one thread: both
+    fronts are its own while it runs (neither may be joined), and after it fails, the next
+    task on that thread, given to the pool directly, may join either."""
+    delegate = ThreadPoolExecutor(1)
+    inner = PriorityExecutor(delegate, shutdown_executor=False, copy_context=copy_context)
+    outer = PriorityExecutor(inner, shutdown_executor=False, copy_context=copy_context)
+    try:
+
+        def task() -> None:
+            assert outcome_of(lambda: inner.join(0)) == JOIN_REFUSED
+            fails_marked(outer)
+
+        nested = outer.submit(task)
+        assert str(nested.exception(TIMEOUT)) == "failed"
+        assert outer.join(TIMEOUT)
+        assert inner.join(TIMEOUT)
+        joins = delegate.submit(lambda: (outer.join(TIMEOUT), inner.join(TIMEOUT)))
+        assert joins.result(TIMEOUT) == (True, True)
+        refused = inner.submit(outcome_of, lambda: inner.join(0))
+        assert refused.result(TIMEOUT) == JOIN_REFUSED
+        free = inner.submit(outcome_of, lambda: outer.join(TIMEOUT))  # not outer's task
+        assert free.result(TIMEOUT) == "returned True"
+    finally:
+        outer.shutdown()
+        inner.shutdown()
+        delegate.shutdown()
+
+
+@pytest.mark.parametrize("max_queued", [None, 1])
+def test_a_task_of_a_front_may_submit_to_it_and_wait_for_the_result_while_there_is_room(
+    max_queued: Optional[int],
+) -> None:
+    with PriorityExecutor(ThreadPoolExecutor(2), max_queued=max_queued) as front:
+
+        def parent() -> str:
+            child: Future[str] = front.submit(str, "child", priority=1)
+            return child.result(TIMEOUT)
+
+        assert front.submit(parent).result(TIMEOUT) == "child"
+        assert front.join(TIMEOUT)
+        stats = front.statistics()
+        assert (stats.submitted, stats.completed) == (2, 2)
