@@ -8,7 +8,9 @@ once; the asyncio scheduler's run timeouts on its clock. Written against the pub
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import math
 import queue
 import random
 import threading
@@ -18,8 +20,10 @@ from typing import Any, Optional
 
 import pytest
 
+from aio_support import LOOPS, drive
 from conftest import TIMEOUT, FakeClock, Gate
 from priority_executor import (
+    AsyncPriorityScheduler,
     PriorityExecutor,
     PriorityThreadPoolExecutor,
     QueueFullError,
@@ -390,3 +394,85 @@ def test_a_task_of_a_front_may_submit_to_it_and_wait_for_the_result_while_there_
         assert front.join(TIMEOUT)
         stats = front.statistics()
         assert (stats.submitted, stats.completed) == (2, 2)
+
+
+# -- the asyncio scheduler: run timeouts on its clock, racing ends and cancels ---------------
+
+
+async def waits_for(event: asyncio.Event, value: int) -> int:
+    await event.wait()
+    return value
+
+
+async def run_timeouts_racing(seed: int) -> None:
+    rng = random.Random(seed)
+    clock = FakeClock()
+    scheduler = AsyncPriorityScheduler(3, clock=clock, run_timeout=2.0)
+    events: dict[int, asyncio.Event] = {}
+    futures: dict[int, asyncio.Future[int]] = {}
+    for round_ in range(12):
+        for _ in range(rng.randrange(4)):
+            tag = len(futures)
+            events[tag] = asyncio.Event()
+            timeout = rng.choice([None, 0, 1.0, 3.0])
+            futures[tag] = scheduler.submit(
+                waits_for, events[tag], tag, priority=rng.randrange(3), timeout=timeout
+            )
+        # In one loop iteration, in a random order: coroutines end (their Task is done,
+        # not yet reaped), futures are cancelled, the clock passes run deadlines and queue
+        # deadlines and the timer fires, and concurrency changes.
+        steps = ["end", "cancel", "time", "concurrency"]
+        rng.shuffle(steps)
+        for step in steps:
+            live = [tag for tag, future in futures.items() if not future.done()]
+            if step == "end":
+                for tag in rng.sample(live, len(live) // 2):
+                    events[tag].set()
+                await asyncio.sleep(0)  # the woken coroutines return; reaping comes later
+            elif step == "cancel":
+                for tag in rng.sample(live, len(live) // 3):
+                    futures[tag].cancel()
+            elif step == "time":
+                clock.advance(rng.choice([0.5, 1.0, 2.0]))
+                scheduler._wake_timer()
+            else:
+                scheduler.concurrency = rng.choice([1, 2, 4, math.inf])
+        scheduler._check_invariants()
+        assert scheduler.statistics().running <= len(futures), f"seed {seed}, round {round_}"
+    for event in events.values():
+        event.set()
+    assert await scheduler.join(TIMEOUT), f"seed {seed}: never idle"
+    scheduler._check_invariants()
+    stats = scheduler.statistics()
+    outcomes = {"completed": 0, "failed": 0, "cancelled": 0, "expired": 0}
+    for tag, future in futures.items():
+        assert future.done(), f"seed {seed}: {tag} pending"
+        if expired(future):
+            assert future.cancelled(), f"seed {seed}: {tag} expired, not cancelled"
+            outcomes["expired"] += 1
+        elif future.cancelled():
+            outcomes["cancelled"] += 1
+        elif future.exception() is not None:
+            error = future.exception()
+            assert isinstance(error, asyncio.TimeoutError), f"seed {seed}: {error!r}"
+            assert str(error) == "the task ran past run_timeout=2.0", f"seed {seed}"
+            outcomes["failed"] += 1
+        else:
+            assert future.result() == tag, f"seed {seed}"
+            outcomes["completed"] += 1
+    counted = {name: getattr(stats, name) for name in outcomes}
+    assert counted == outcomes, f"seed {seed}: statistics against the futures"
+    assert stats.submitted == sum(outcomes.values()), f"seed {seed}: {stats}"
+    await scheduler.aclose()
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_run_timeouts_on_the_schedulers_clock_racing_ends_cancels_and_concurrency_changes(
+    kind: str,
+) -> None:
+    """Seeded rounds in which, within one loop iteration, coroutines end, their futures are
+    cancelled, the fake clock passes their run deadlines (and queue deadlines) and the timer
+    fires, and concurrency is lowered or raised: each future has one outcome, which the
+    statistics count."""
+    for seed in range(10):
+        drive(kind, functools.partial(run_timeouts_racing, seed))
