@@ -476,3 +476,78 @@ def test_run_timeouts_on_the_schedulers_clock_racing_ends_cancels_and_concurrenc
     statistics count."""
     for seed in range(10):
         drive(kind, functools.partial(run_timeouts_racing, seed))
+
+
+# -- the queued gauge while many priorities arrive from many threads ------------------------
+
+
+def queued_series(registry: Any) -> dict[str, float]:
+    """The ``executor_queued`` gauge of a Prometheus scrape, by priority label."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if sample.name == "executor_queued":
+                series[sample.labels["priority"]] = sample.value
+    return series
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scrapes_while_threads_queue_many_priorities_keep_sixteen_classes_and_the_whole_count(
+    kind: str,
+) -> None:
+    """Four threads queue tasks of 40 priorities, and move some with set_priority, while
+    another scrapes: every scrape has at most 16 classes and "other", its sum only grows,
+    and the last one counts every queued task, as statistics() does, by the same classes."""
+    prometheus_client = pytest.importorskip(
+        "prometheus_client", reason="prometheus_client is not installed (the prometheus extra)"
+    )
+    from priority_executor.prometheus import PoolCollector
+
+    registry = prometheus_client.CollectorRegistry()
+    pool = make_pool(kind, 1)
+    pool.pause()
+    registry.register(PoolCollector(pool, name="many"))
+    done = threading.Event()
+    start = threading.Barrier(5, timeout=TIMEOUT)
+
+    def submitter(seed: int) -> None:
+        rng = random.Random(seed)
+        start.wait()
+        for _ in range(150):
+            future = pool.submit(str, priority=rng.randrange(40))
+            if rng.random() < 0.3:
+                pool.set_priority(future, rng.randrange(40))
+
+    def scraper() -> list[dict[str, float]]:
+        scrapes = []
+        start.wait()
+        while not done.is_set():
+            scrapes.append(queued_series(registry))
+        return scrapes
+
+    try:
+        scraping = in_thread(scraper)
+        submitters = [in_thread(functools.partial(submitter, seed)) for seed in range(4)]
+        for thread in submitters:
+            thread.result()
+        done.set()
+        scrapes = scraping.result()
+        assert scrapes, "no scrape while the threads queued"
+        sums = [sum(series.values()) for series in scrapes]
+        assert sums == sorted(sums), "a scrape counted fewer queued tasks than one before"
+        assert all(len(series) <= CLASSES + 1 for series in scrapes), "too many classes"
+        last = queued_series(registry)
+        stats = pool.statistics()
+        assert sum(last.values()) == stats.queued == 600
+        assert len(last) == CLASSES + 1
+        assert OTHER in last
+        pool.resume()
+        assert pool.join(TIMEOUT)
+        ran = pool.statistics().outcomes
+        assert {str(key) for key in ran} == set(last), "ran under other classes than queued"
+        assert {str(key): counts["completed"] for key, counts in ran.items()} == last
+    finally:
+        pool.shutdown(cancel_futures=True)
