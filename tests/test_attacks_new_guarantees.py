@@ -13,6 +13,7 @@ import functools
 import math
 import queue
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +30,18 @@ from priority_executor import (
     QueueFullError,
     expired,
 )
-from support import CONFIGS, FAR, KINDS, Config, in_thread, make_pool
+from support import (
+    AGEING,
+    CONFIGS,
+    FAR,
+    KINDS,
+    Config,
+    in_thread,
+    internals,
+    make_pool,
+    timer_asleep,
+)
+from test_reliability import Interrupt, comes_free
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
 CLASSES = 16
@@ -551,3 +563,131 @@ def test_scrapes_while_threads_queue_many_priorities_keep_sixteen_classes_and_th
         assert {str(key): counts["completed"] for key, counts in ran.items()} == last
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+# -- a full queue whose tasks are past their deadlines ---------------------------------------
+
+
+def move_unannounced(clock: FakeClock, seconds: float) -> None:
+    """Move ``clock`` without waking the timer: as if the deadline had just passed and the
+    timer thread (or the loop's timer) had not yet had its turn."""
+    with clock._lock:
+        clock.now += seconds
+
+
+@pytest.mark.parametrize("when_full", ["raise", "evict"])
+@pytest.mark.parametrize("view", [False, True])
+@pytest.mark.parametrize("ageing", AGEING)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_submit_to_a_queue_full_of_tasks_past_their_deadlines_expires_them_to_make_room(
+    kind: str, ageing: Optional[float], view: bool, when_full: str
+) -> None:
+    """The submit's clock reading says the queued task's deadline has passed: it is not
+    waiting any more, but expired, and the new task is queued, neither refused nor making
+    room by an eviction (which would leave the late task unmarked)."""
+    clock = FakeClock()
+    full = Config(kind, ageing, 1, when_full, view)
+    pool = full.pool(clock)
+    gate = Gate()
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        late = full.submit(pool, str, "late", priority=0, timeout=1.0)
+        timer_asleep(pool, clock.now + 1.0)  # until the late task's deadline
+        move_unannounced(clock, 5.0)
+        lower = -1 if when_full == "raise" else 1  # "evict" would evict a lower one anyway
+        queued = full.submit(pool, str, "queued", priority=lower)
+        assert late.cancelled(), "the late task still waits"
+        assert expired(late), "the late task was not expired"
+        gate.open()
+        assert queued.result(TIMEOUT) == "queued"
+        assert pool.join(TIMEOUT)
+        pool._check_invariants()
+        stats = pool.statistics()
+        outcomes = (stats.expired, stats.rejected, stats.cancelled, stats.completed)
+        assert outcomes == (1, 0, 0, 2)
+    finally:
+        gate.open()
+        pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+@pytest.mark.parametrize("when_full", ["raise", "evict"])
+def test_an_async_submit_to_a_queue_full_of_tasks_past_their_deadlines_expires_them(
+    kind: str, when_full: str
+) -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        scheduler = AsyncPriorityScheduler(
+            1,
+            clock=clock,
+            max_queued=1,
+            when_full=when_full,
+        )
+        opened = asyncio.Event()
+        scheduler.submit(opened.wait)
+        await asyncio.sleep(0)
+        late = scheduler.submit(waits_for, opened, 1, timeout=1.0)
+        move_unannounced(clock, 5.0)
+        queued = scheduler.submit(waits_for, opened, 2, priority=-1 if when_full == "raise" else 1)
+        assert late.cancelled(), "the late task still waits"
+        assert expired(late), "the late task was evicted"
+        opened.set()
+        assert await queued == 2
+        assert await scheduler.join(TIMEOUT)
+        scheduler._check_invariants()
+        stats = scheduler.statistics()
+        assert (stats.expired, stats.rejected, stats.cancelled, stats.completed) == (1, 0, 0, 2)
+        await scheduler.aclose()
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("when_full", ["raise", "evict"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_deadlines_is_safe(
+    kind: str, when_full: str
+) -> None:
+    """As ``test_reliability`` raises at every event of a submit: here the submit finds the
+    full queue's task past its deadline. The pool stays consistent, the late task expires,
+    and every future settles."""
+    for n in range(10_000):
+        clock = FakeClock()
+        pool = make_pool(kind, 1, clock=clock, max_queued=1, when_full=when_full)
+        clock.attach(pool)
+        gate = Gate()
+        try:
+            pool.submit(gate)
+            gate.wait_started()
+            late = pool.submit(str, "late", timeout=1.0)
+            timer_asleep(pool, clock.now + 1.0)
+            move_unannounced(clock, 5.0)
+            futures = [late]
+            interrupt = Interrupt(n)
+            sys.settrace(interrupt)
+            try:
+                futures.append(pool.submit(str, "probe", priority=1))
+            except (KeyboardInterrupt, QueueFullError):
+                pass
+            finally:
+                sys.settrace(None)
+            assert comes_free(internals(pool).lock), f"the lock stayed held (event {n})"
+            pool._check_invariants()
+            clock.advance(0)  # the timer looks again, if the submit was cut short
+            gate.open()
+            assert pool.join(TIMEOUT), f"event {n}"
+            pool._check_invariants()
+            assert expired(late), f"event {n}"
+            assert all(f.done() for f in futures), f"event {n}"
+            stats = pool.statistics()
+            settled = stats.completed + stats.failed + stats.cancelled + stats.expired
+            assert stats.submitted == settled, f"counts off after event {n}: {stats}"
+        finally:
+            sys.settrace(None)
+            gate.open()
+            pool.shutdown(cancel_futures=True)
+        if not interrupt.fired:
+            break
+    else:
+        pytest.fail("submit never completed untouched")
+    assert n > 5, "the tracer saw too few events to test anything"
