@@ -215,14 +215,15 @@ class Admission(Backlog, Generic[RunnerT]):
         code, and at most ``CLOCK_RETRY`` seconds, as late as a timer whose clock raised
         retries.
         """
-        queue, room = self.queue, self.room
+        queue, room, timer = self.queue, self.room, self.timer
         assert room.cond is not None  # a thread pool's or a front's room can wait
         while (
             queue.deadline_count
             and is_due(queue.next_deadline(), now)
-            and self.timer.thread is not None
+            and timer.thread is not None
+            and timer.thread is not threading.current_thread()  # a callback it ran late
         ):
-            self.timer.wake_locked()
+            timer.wake_locked()
             room.blocked += 1  # so that the timer's turn, as it shrinks the queue, wakes this
             try:
                 woken = room.cond.wait(CLOCK_RETRY)
