@@ -198,6 +198,14 @@ def cancel_each(futures: list[Future[Any]]) -> None:
         future.cancel()
 
 
+def move_each(pool: Any, futures: list[Future[Any]], seed: int) -> None:
+    """``set_priority`` on each of ``futures``, back and forth, as their deadlines pass."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        for future in futures:
+            pool.set_priority(future, rng.randrange(3))
+
+
 def cancels_racing_expiry(config: Config, seed: int) -> None:
     rng = random.Random(seed)
     clock = FakeClock()
@@ -241,8 +249,10 @@ def cancels_racing_expiry(config: Config, seed: int) -> None:
             for future in rng.sample(batch, len(batch) // 2):
                 pool.set_priority(future, rng.randrange(3))
             canceller = in_thread(functools.partial(cancel_each, batch[::2]))
+            mover = in_thread(functools.partial(move_each, pool, batch[1::2], seed))
             clock.advance(rng.choice([0.5, 1.0]))
             canceller.result()
+            mover.result()
         clock.advance(0.5)
         gate.open()
         check_outcomes(pool, futures, ran, seed)
