@@ -40,6 +40,7 @@ from support import (
     internals,
     make_pool,
     timer_asleep,
+    wait_blocked,
 )
 from test_reliability import Interrupt, comes_free
 
@@ -701,3 +702,56 @@ def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_de
     else:
         pytest.fail("submit never completed untouched")
     assert n > 5, "the tracer saw too few events to test anything"
+
+
+class FailsOnTheTimer(FakeClock):
+    """A fake clock that raises when the pool's timer reads it, while ``failing`` is set:
+    the timer's turn is put off (it retries a second later)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = threading.Event()
+
+    def __call__(self) -> float:
+        if self.failing.is_set() and threading.current_thread().name.endswith("_timer"):
+            raise OSError("the clock fails on the timer")
+        return super().__call__()
+
+
+@pytest.mark.parametrize("when_full", ["raise", "evict"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_submit_waiting_for_the_timer_to_expire_a_late_task_is_refused_after_shutdown(
+    kind: str, when_full: str
+) -> None:
+    """While a submit waits for the timer's turn to expire the full queue's late task, the
+    pool shuts down: the submit raises the standard error, as a submit after shutdown does,
+    and queues nothing."""
+    clock = FailsOnTheTimer()
+    pool = make_pool(kind, 1, clock=clock, max_queued=1, when_full=when_full)
+    clock.attach(pool)
+    gate = Gate()
+    try:
+        pool.submit(gate)
+        gate.wait_started()
+        late = pool.submit(str, "late", timeout=1.0)
+        timer_asleep(pool, clock.now + 1.0)
+        clock.failing.set()
+        move_unannounced(clock, 5.0)
+        submit = in_thread(lambda: pool.submit(str, "probe", priority=1))
+        wait_blocked(pool)
+        pool.shutdown(wait=False)
+        error = submit.exception()
+        assert isinstance(error, RuntimeError), f"queued after shutdown: {error!r}"
+        assert str(error) == "cannot schedule new futures after shutdown"
+        clock.failing.clear()
+        clock.advance(0)
+        gate.open()
+        assert pool.join(TIMEOUT)
+        assert expired(late)
+        pool._check_invariants()
+        stats = pool.statistics()
+        assert (stats.submitted, stats.rejected, stats.expired) == (2, 1, 1)
+    finally:
+        clock.failing.clear()
+        gate.open()
+        pool.shutdown(cancel_futures=True)

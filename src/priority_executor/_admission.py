@@ -194,7 +194,7 @@ class Admission(Backlog, Generic[RunnerT]):
         key, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
-            self._await_due_locked(entry.queued_at)
+            self._await_due_locked(entry, gate)
         if not expired and self.room.full_locked(self.queue):
             evict, expired = self.room.make_room_locked(self, entry, key, gate)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
@@ -204,17 +204,19 @@ class Admission(Backlog, Generic[RunnerT]):
             self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, key, expired, evict)
 
-    def _await_due_locked(self, now: float) -> None:
-        """Let the timer expire the queued tasks past their deadlines at ``now``, the clock
-        reading of a submit that found the queue full, before that submit's room is decided.
+    def _await_due_locked(self, entry: Entry, gate: Optional[Gate]) -> None:
+        """Let the timer expire the queued tasks past their deadlines at the clock reading of
+        a submit that found the queue full (``entry``'s), before that submit's room is decided.
 
         Such a task waits no more, even if the timer has not yet had its turn: it makes room
         as expired, rather than have the new task refused, or evict it (which would leave it
         unmarked). The timer stays the one that expires queued tasks, so a submit interrupted
         meanwhile has changed nothing; this waits for the timer's turn, which runs no user
         code, and at most ``CLOCK_RETRY`` seconds, as late as a timer whose clock raised
-        retries.
+        retries. The pool (or ``gate``) may shut down meanwhile: then it raises what a
+        submit after shutdown raises.
         """
+        now = entry.queued_at
         queue, room, timer = self.queue, self.room, self.timer
         assert room.cond is not None  # a thread pool's or a front's room can wait
         while (
@@ -229,6 +231,7 @@ class Admission(Backlog, Generic[RunnerT]):
                 woken = room.cond.wait(CLOCK_RETRY)
             finally:
                 room.blocked -= 1
+            self.check_accepting_locked(entry.priority, gate)
             if not woken:
                 return
 
