@@ -755,3 +755,54 @@ def test_a_submit_waiting_for_the_timer_to_expire_a_late_task_is_refused_after_s
         clock.failing.clear()
         gate.open()
         pool.shutdown(cancel_futures=True)
+
+
+# -- the asyncio scheduler's statistics read from another thread (a Prometheus scrape) --------
+
+
+async def read_from_another_thread_while_running(seed: int) -> list[str]:
+    """Tasks of many priorities start and end on the loop while another thread reads
+    ``statistics()`` as fast as it can; what each snapshot got wrong."""
+    rng = random.Random(seed)
+    scheduler = AsyncPriorityScheduler(4)
+    wrong: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            stats = scheduler.statistics()
+            ended = stats.completed + stats.failed + stats.cancelled + stats.expired
+            if stats.submitted != ended + stats.queued + stats.running:
+                wrong.append(f"torn: {stats.submitted} submitted, {ended} ended, {stats}")
+            if sum(d.count for d in stats.wait.values()) != stats.completed + stats.failed:
+                wrong.append(f"waits torn from outcomes: {stats}")
+
+    async def job() -> None:
+        await asyncio.sleep(0)
+
+    thread = threading.Thread(target=reader)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    thread.start()
+    try:
+        for i in range(3000):
+            scheduler.submit(job, priority=rng.randrange(40), timeout=rng.choice([None, 0]))
+            if i % 20 == 0:
+                await asyncio.sleep(0)
+        assert await scheduler.join(TIMEOUT)
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, TIMEOUT)  # the reader may wait for the loop
+        sys.setswitchinterval(interval)
+    await scheduler.aclose()
+    return wrong
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_async_statistics_read_from_another_thread_are_whole_snapshots_and_harm_nothing(
+    kind: str,
+) -> None:
+    """A Prometheus server scrapes on a thread of its own: each snapshot adds up, and the
+    loop reports nothing (no callback of the scheduler broken by a read half-way)."""
+    wrong = drive(kind, functools.partial(read_from_another_thread_while_running, 0))
+    assert not wrong, f"{len(wrong)} snapshots wrong, the first: {wrong[0]}"
