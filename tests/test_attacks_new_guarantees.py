@@ -806,3 +806,69 @@ def test_async_statistics_read_from_another_thread_are_whole_snapshots_and_harm_
     loop reports nothing (no callback of the scheduler broken by a read half-way)."""
     wrong = drive(kind, functools.partial(read_from_another_thread_while_running, 0))
     assert not wrong, f"{len(wrong)} snapshots wrong, the first: {wrong[0]}"
+
+
+#: What a call from another thread than the scheduler's loop raises.
+OFF_LOOP = (
+    "set_priority() must be called on the event loop the scheduler runs on; from another"
+    " thread or loop, use asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)"
+)
+
+
+async def moved_from_another_thread_while_running(seed: int) -> list[str]:
+    """Another thread calls ``set_priority`` on queued tasks while the loop starts and ends
+    them, and is refused, as the scheduler's other controls refuse it; what went wrong."""
+    rng = random.Random(seed)
+    scheduler = AsyncPriorityScheduler(2)
+    wrong: list[str] = []
+    stop = threading.Event()
+    futures: list[asyncio.Future[None]] = []
+
+    def mover() -> None:
+        mover_rng = random.Random(seed)
+        while not stop.is_set():
+            for future in list(futures):
+                try:
+                    scheduler.set_priority(future, mover_rng.randrange(40))
+                except RuntimeError as exc:
+                    if str(exc) != OFF_LOOP:
+                        wrong.append(repr(exc))
+                else:
+                    wrong.append("moved from another thread")
+                    return
+
+    async def job() -> None:
+        await asyncio.sleep(0)
+
+    thread = threading.Thread(target=mover)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    thread.start()
+    try:
+        for i in range(2000):
+            futures.append(scheduler.submit(job, priority=rng.randrange(40)))
+            if i % 20 == 0:
+                await asyncio.sleep(0)
+                try:
+                    scheduler._check_invariants()
+                except AssertionError as exc:
+                    wrong.append(f"invariant: {exc}")
+        assert await scheduler.join(TIMEOUT)
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, TIMEOUT)  # the mover may wait for the loop
+        sys.setswitchinterval(interval)
+    scheduler._check_invariants()
+    stats = scheduler.statistics()
+    if stats.completed != len(futures):
+        wrong.append(f"lost: {stats}")
+    await scheduler.aclose()
+    return wrong
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_async_set_priority_from_another_thread_is_refused_and_keeps_the_queue_whole(
+    kind: str,
+) -> None:
+    wrong = drive(kind, functools.partial(moved_from_another_thread_while_running, 0))
+    assert not wrong, f"{len(wrong)} things went wrong, the first: {wrong[0]}"

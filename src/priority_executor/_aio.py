@@ -295,11 +295,16 @@ class AsyncPriorityScheduler:
             TypeError: ``future`` is not an ``asyncio.Future``, or ``priority`` is not a
                 real number.
             ValueError: ``priority`` is NaN.
+            RuntimeError: called from another thread or loop than the scheduler's, as the
+                setters of its limits are: the queue is the loop's alone.
         """
         if not isinstance(future, asyncio.Future):
             raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
         level, _ = check_task_options(priority, None, self._core.ageing)
-        return self._core.requeue_locked(cast(Any, future), level)
+        core = self._core
+        if core.loop is not None and not core.loop.is_closed():
+            core.bind("set_priority()")
+        return core.requeue_locked(cast(Any, future), level)
 
     # -- limits -------------------------------------------------------------------------------
 
