@@ -220,7 +220,8 @@ class Admission(Backlog, Generic[RunnerT]):
         queue, room, timer = self.queue, self.room, self.timer
         assert room.cond is not None  # a thread pool's or a front's room can wait
         while (
-            queue.deadline_count
+            room.full_locked(queue)
+            and queue.deadline_count
             and is_due(queue.next_deadline(), now)
             and timer.thread is not None
             and timer.thread is not threading.current_thread()  # a callback it ran late
