@@ -1,9 +1,12 @@
 """Attacks on the day's new guarantees, by a second reader.
 
-``expired()`` against every racing cancel; a ``PriorityExecutor``'s own-task marks; the
-statistics of unrecorded classes and the exporters' classes when many priorities arrive at
-once; the asyncio scheduler's run timeouts on its clock. Written against the public API
-(and the helpers of ``support``), so that renaming internals leaves them standing.
+``expired()`` against every racing cancel (another thread, done-callbacks, a listener,
+``set_priority``, ``shutdown(cancel_futures=True)``, ``_work_queue.get()``); a full queue whose
+tasks are past their deadlines; a ``PriorityExecutor``'s own-task marks; the exporters'
+classes when tasks of many priorities start at once or arrive from many threads; the asyncio
+scheduler's run timeouts on its clock, and its statistics and ``set_priority`` called from
+another thread. Written against the public API (and the helpers of ``support``), so that
+renaming internals leaves them standing; seeded rounds name their seed when they fail.
 """
 
 from __future__ import annotations
