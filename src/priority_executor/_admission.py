@@ -88,12 +88,12 @@ from ._futures import add_first_callback, is_cancelled
 from ._limits import Limits
 from ._listeners import Listeners
 from ._lock import acquire_politely, jump_window, yield_in_window
-from ._policy import Number, WhenFull, strict_rank
+from ._policy import Number, WhenFull, is_due, strict_rank
 from ._queue import NO_KWARGS, Entry, ViewState
 from ._room import Room
 from ._runner import Runner
 from ._settle import Settler
-from ._timer import DeadlineTimer
+from ._timer import CLOCK_RETRY, DeadlineTimer
 
 
 def error_template(error: BaseException) -> Optional[BaseException]:
@@ -196,6 +196,8 @@ class Admission(Backlog, Generic[RunnerT]):
         rank, expired = self.stamp_locked(entry, timeout)
         evict = None
         if not expired and self.room.full_locked(self.queue):
+            self._await_due_locked(entry, view_state)
+        if not expired and self.room.full_locked(self.queue):
             evict, expired = self.room.make_room_locked(self, entry, rank, view_state)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
@@ -203,6 +205,38 @@ class Admission(Backlog, Generic[RunnerT]):
             self.timer.start_locked()  # may raise: nothing changed yet
             self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, rank, expired, evict)
+
+    def _await_due_locked(self, entry: Entry, view_state: Optional[ViewState]) -> None:
+        """Let the timer expire the queued tasks past their deadlines at the clock reading of
+        a submit that found the queue full (``entry``'s), before that submit's room is decided.
+
+        Such a task waits no more, even if the timer has not yet had its turn: it makes room
+        as expired, rather than have the new task refused, or evict it (which would leave it
+        unmarked). The timer stays the one that expires queued tasks, so a submit interrupted
+        meanwhile has changed nothing; this waits for the timer's turn, which runs no user
+        code, and at most ``CLOCK_RETRY`` seconds, as late as a timer whose clock raised
+        retries. The pool (or the view of ``view_state``) may shut down meanwhile: then it
+        raises what a submit after shutdown raises.
+        """
+        now = entry.queued_at
+        queue, room, timer = self.queue, self.room, self.timer
+        assert room.cond is not None  # a thread pool's or a front's room can wait
+        while (
+            room.full_locked(queue)
+            and queue.deadline_count
+            and is_due(queue.next_deadline(), now)
+            and timer.thread is not None
+            and timer.thread is not threading.current_thread()  # a callback it ran late
+        ):
+            timer.wake_locked()
+            room.blocked += 1  # so that the timer's turn, as it shrinks the queue, wakes this
+            try:
+                woken = room.cond.wait(CLOCK_RETRY)
+            finally:
+                room.blocked -= 1
+            self.check_accepting_locked(entry.priority, view_state)
+            if not woken:
+                return
 
     def _accept_locked(
         self, entry: Entry, rank: Number, expired: bool, evict: Optional[Entry]

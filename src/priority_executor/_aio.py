@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import math
 import numbers
+import threading
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
@@ -52,6 +53,44 @@ class _Default:
 
 
 SCHEDULER_DEFAULT = _Default()
+
+
+#: How often a call waiting for the loop (:func:`_on_loop`) checks that it still runs.
+LOOP_POLL = 0.05
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
+    """``fn()``, called on ``loop``'s thread between two of its callbacks, from another
+    thread; called here instead if the loop stops (or closes) before it gets to it."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def call() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    try:
+        loop.call_soon_threadsafe(call)
+    except RuntimeError:  # closed meanwhile
+        return fn()
+    while not done.wait(LOOP_POLL):
+        if not loop.is_running():  # stopped before it called: nothing else runs there now
+            return fn()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)
 
 
 def check_concurrency(value: object) -> Union[int, float]:
@@ -256,11 +295,16 @@ class AsyncPriorityScheduler:
             TypeError: ``future`` is not an ``asyncio.Future``, or ``priority`` is not a
                 real number.
             ValueError: ``priority`` is NaN.
+            RuntimeError: called from another thread or loop than the scheduler's, as the
+                setters of its limits are: the queue is the loop's alone.
         """
         if not isinstance(future, asyncio.Future):
             raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
         level, _ = check_task_options(priority, None, self._core.ageing)
-        return self._core.requeue_locked(cast(Any, future), level)
+        core = self._core
+        if core.loop is not None and not core.loop.is_closed():
+            core.bind("set_priority()")
+        return core.requeue_locked(cast(Any, future), level)
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -401,7 +445,30 @@ class AsyncPriorityScheduler:
 
         ``max_workers`` is ``concurrency`` (None for ``math.inf``), ``workers`` the running
         coroutines, ``idle_workers`` the free slots (``math.inf`` for ``math.inf``).
+
+        Safe from any thread. From a thread other than the running loop's (a Prometheus
+        server's, say) the snapshot is taken on the loop, between two of its callbacks, and
+        this call blocks until it is: read half-way through the loop's bookkeeping, it
+        would not add up, and taking it folds the recorded times, which only the loop may
+        do. While no loop runs the scheduler (before its first submit, say) it is taken at
+        once, and taken again on the loop if one began to meanwhile.
         """
+        while True:
+            loop = self._loop_elsewhere()
+            if loop is not None:
+                return _on_loop(loop, self._snapshot)
+            stats = self._snapshot()
+            if self._loop_elsewhere() is None:  # still: no loop ran meanwhile
+                return stats
+
+    def _loop_elsewhere(self) -> Optional[asyncio.AbstractEventLoop]:
+        """The scheduler's loop if it runs, and in a thread other than this one's; else None."""
+        loop = self._core.loop
+        if loop is None or not loop.is_running() or _running_loop() is loop:
+            return None
+        return loop
+
+    def _snapshot(self) -> ExecutorStatistics:
         core = self._core
         limit = core.concurrency
         free = math.inf if limit == math.inf else max(0, int(limit) - core.running)

@@ -303,7 +303,13 @@ class AsyncCore(Backlog):
                 and not expired
                 and self.room.full_locked(self.queue)
             ):
-                evict, _ = self.room.make_room_locked(self, entry, rank, None)
+                due = self.room_of_due_locked(entry.queued_at)
+                for late in due:
+                    self._expire(late)
+                if due:
+                    self.settled_locked(len(due))
+                if self.room.full_locked(self.queue):
+                    evict, _ = self.room.make_room_locked(self, entry, rank, None)
         except BaseException:
             self._discard(entry)
             raise

@@ -192,6 +192,10 @@ class Backlog:
         if entry is not None:
             self.running += 1
             self.yield_until = 0.0  # the best task has left the queue
+            # Its class is fixed as it starts, before a listener (the OpenTelemetry
+            # exporter's) reads it, not when it ends: the class its times are recorded under.
+            if entry.priority not in self.tally.classes:
+                self.tally.of(entry.priority)
             if not as_work_queue:  # stamped for its wait and run, recorded when it ends
                 try:
                     entry.started = self.clock()
@@ -304,6 +308,19 @@ class Backlog:
             self.shrunk_locked()
             self.emptied_locked()
         return due
+
+    def room_of_due_locked(self, now: float) -> list[Entry]:
+        """The tasks of a full queue past their deadlines at ``now``, taken out expired.
+
+        A submit to a full queue calls it with the clock reading it was stamped with: a task
+        that this reading finds due waits no more, even if the timer has not had its turn, so
+        it makes room as expired, rather than have the new task refused, or evict it (which
+        would leave it unmarked). Counted as :meth:`pop_due_locked` counts, for the caller
+        to settle. None with a reading that failed (NaN).
+        """
+        if not self.queue.deadline_count or now != now:
+            return []
+        return self.pop_due_locked(now)
 
     def next_deadline_locked(self) -> Optional[float]:
         """When the timer must wake next: the earliest deadline, or rate slot while tasks wait."""

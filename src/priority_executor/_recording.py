@@ -10,9 +10,10 @@ A task's priority class is the priority it was last given (at submit or by
 ``set_priority``; ageing does not change it), as a plain number: ``Priority.HIGH`` and ``10``
 are one class. The first ``MAX_CLASSES`` distinct priorities get a class each; tasks of any
 other priority are recorded together under ``OTHER``, so a scheduler fed arbitrary float
-priorities keeps a bounded state. A priority gets its class when a task of it is first
-counted, or when ``statistics()`` first reports it queued (best first): it keeps it for good,
-so every per-priority series of the exporters has at most ``MAX_CLASSES + 1`` keys.
+priorities keeps a bounded state. A priority gets its class when a task of it first starts
+or is first counted, or when ``statistics()`` first reports it queued (best first): it keeps
+it for good, so every per-priority series of the exporters has at most ``MAX_CLASSES + 1``
+keys, and a listener told of a task's start reads the class its times are recorded under.
 
 Per class, ``outcomes`` counts ``completed``, ``failed``, ``cancelled`` (by the user, by
 ``shutdown(cancel_futures=True)``, by a broken pool, or by eviction), ``evicted`` (the part
