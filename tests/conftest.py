@@ -167,3 +167,18 @@ def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(threading, "excepthook", hook)
     return deaths
+
+
+@pytest.fixture
+def otel() -> Iterator[tuple[Any, Any]]:
+    """``(reader, provider)``: an SDK MeterProvider read by an InMemoryMetricReader."""
+    sdk_metrics = pytest.importorskip(
+        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
+    )
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    reader = export.InMemoryMetricReader()
+    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    try:
+        yield reader, provider
+    finally:
+        provider.shutdown()

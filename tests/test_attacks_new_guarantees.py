@@ -12,13 +12,14 @@ renaming internals leaves them standing; seeded rounds name their seed when they
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import queue
 import random
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -38,6 +39,7 @@ from support import (
     CONFIGS,
     FAR,
     KINDS,
+    AnyPool,
     Config,
     in_thread,
     internals,
@@ -45,7 +47,7 @@ from support import (
     timer_asleep,
     wait_blocked,
 )
-from test_reliability import Interrupt, comes_free
+from test_reliability import Interrupt, check_not_left_held
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
 CLASSES = 16
@@ -72,21 +74,6 @@ class Started:
 
 
 # -- the exporters' classes, with more priorities than classes running at once -------------
-
-
-@pytest.fixture
-def otel() -> Iterator[tuple[Any, Any]]:
-    """``(reader, provider)``: an SDK MeterProvider read by an InMemoryMetricReader."""
-    sdk_metrics = pytest.importorskip(
-        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
-    )
-    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
-    reader = export.InMemoryMetricReader()
-    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
-    try:
-        yield reader, provider
-    finally:
-        provider.shutdown()
 
 
 def histogram_counts(reader: Any, name: str) -> dict[str, int]:
@@ -657,6 +644,17 @@ def test_an_async_submit_to_a_queue_full_of_tasks_past_their_deadlines_expires_t
     drive(kind, main)
 
 
+def fill_with_a_task_due_in_a_second(pool: AnyPool, clock: FakeClock, gate: Gate) -> Future[Any]:
+    """Hold ``pool``'s one worker with ``gate`` and queue a task (its ``max_queued=1``: the
+    queue is then full) whose deadline is one second away; return once the timer sleeps
+    until then."""
+    pool.submit(gate)
+    gate.wait_started()
+    late = pool.submit(str, "late", timeout=1.0)
+    timer_asleep(pool, clock.now + 1.0)
+    return late
+
+
 @pytest.mark.parametrize("when_full", ["raise", "evict"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_deadlines_is_safe(
@@ -671,10 +669,7 @@ def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_de
         clock.attach(pool)
         gate = Gate()
         try:
-            pool.submit(gate)
-            gate.wait_started()
-            late = pool.submit(str, "late", timeout=1.0)
-            timer_asleep(pool, clock.now + 1.0)
+            late = fill_with_a_task_due_in_a_second(pool, clock, gate)
             move_unannounced(clock, 5.0)
             futures = [late]
             interrupt = Interrupt(n)
@@ -685,7 +680,7 @@ def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_de
                 pass
             finally:
                 sys.settrace(None)
-            assert comes_free(internals(pool).lock), f"the lock stayed held (event {n})"
+            check_not_left_held(internals(pool).lock, n)
             pool._check_invariants()
             clock.advance(0)  # the timer looks again, if the submit was cut short
             gate.open()
@@ -734,10 +729,7 @@ def test_a_submit_waiting_for_the_timer_to_expire_a_late_task_is_refused_after_s
     clock.attach(pool)
     gate = Gate()
     try:
-        pool.submit(gate)
-        gate.wait_started()
-        late = pool.submit(str, "late", timeout=1.0)
-        timer_asleep(pool, clock.now + 1.0)
+        late = fill_with_a_task_due_in_a_second(pool, clock, gate)
         clock.failing.set()
         move_unannounced(clock, 5.0)
         submit = in_thread(lambda: pool.submit(str, "probe", priority=1))
@@ -763,6 +755,24 @@ def test_a_submit_waiting_for_the_timer_to_expire_a_late_task_is_refused_after_s
 # -- the asyncio scheduler's statistics read from another thread (a Prometheus scrape) --------
 
 
+@contextlib.asynccontextmanager
+async def on_another_thread(
+    target: Callable[[], None], stop: threading.Event
+) -> AsyncIterator[None]:
+    """Run ``target`` on a thread of its own, the GIL switched every 10 µs, while the block
+    runs on the loop; then set ``stop`` and join it (it may be waiting for the loop)."""
+    thread = threading.Thread(target=target)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, TIMEOUT)
+        sys.setswitchinterval(interval)
+
+
 async def read_from_another_thread_while_running(seed: int) -> list[str]:
     """Tasks of many priorities start and end on the loop while another thread reads
     ``statistics()`` as fast as it can; what each snapshot got wrong."""
@@ -783,20 +793,12 @@ async def read_from_another_thread_while_running(seed: int) -> list[str]:
     async def job() -> None:
         await asyncio.sleep(0)
 
-    thread = threading.Thread(target=reader)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    thread.start()
-    try:
+    async with on_another_thread(reader, stop):
         for i in range(3000):
             scheduler.submit(job, priority=rng.randrange(40), timeout=rng.choice([None, 0]))
             if i % 20 == 0:
                 await asyncio.sleep(0)
         assert await scheduler.join(TIMEOUT)
-    finally:
-        stop.set()
-        await asyncio.to_thread(thread.join, TIMEOUT)  # the reader may wait for the loop
-        sys.setswitchinterval(interval)
     await scheduler.aclose()
     return wrong
 
@@ -843,11 +845,7 @@ async def moved_from_another_thread_while_running(seed: int) -> list[str]:
     async def job() -> None:
         await asyncio.sleep(0)
 
-    thread = threading.Thread(target=mover)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    thread.start()
-    try:
+    async with on_another_thread(mover, stop):
         for i in range(2000):
             futures.append(scheduler.submit(job, priority=rng.randrange(40)))
             if i % 20 == 0:
@@ -857,10 +855,6 @@ async def moved_from_another_thread_while_running(seed: int) -> list[str]:
                 except AssertionError as exc:
                     wrong.append(f"invariant: {exc}")
         assert await scheduler.join(TIMEOUT)
-    finally:
-        stop.set()
-        await asyncio.to_thread(thread.join, TIMEOUT)  # the mover may wait for the loop
-        sys.setswitchinterval(interval)
     scheduler._check_invariants()
     stats = scheduler.statistics()
     if stats.completed != len(futures):

@@ -203,21 +203,6 @@ def read(reader: Any) -> dict[str, list[Any]]:
     return points
 
 
-@pytest.fixture
-def otel() -> Iterator[tuple[Any, Any]]:
-    """``(reader, provider)``: an SDK MeterProvider read by an InMemoryMetricReader."""
-    sdk_metrics = pytest.importorskip(
-        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk is not installed"
-    )
-    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
-    reader = export.InMemoryMetricReader()
-    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
-    try:
-        yield reader, provider
-    finally:
-        provider.shutdown()
-
-
 @pools
 def test_opentelemetry_instruments_report_waits_durations_backlog_and_outcomes(
     scripted: AnyPool, clock: FakeClock, otel: tuple[Any, Any]

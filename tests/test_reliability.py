@@ -139,16 +139,18 @@ class Interrupt:
         return self
 
 
-def comes_free(lock: threading.Lock) -> bool:
-    """True if ``lock`` can be taken within ``TIMEOUT``: it was not left held.
+def check_not_left_held(lock: threading.Lock, n: int) -> None:
+    """Fail the test if ``lock`` cannot be taken within ``TIMEOUT``: it was left held.
 
     ``lock.locked()`` would not do: the pool's own threads take the lock too, and the timer
-    that a submit with a deadline starts may hold it at this very moment.
+    that a submit with a deadline starts may hold it at this very moment. A lock left held is
+    released before failing, so that the pool shuts down and the test fails, not hangs.
     """
-    if not lock.acquire(timeout=TIMEOUT):
-        return False
+    if lock.acquire(timeout=TIMEOUT):
+        lock.release()
+        return
     lock.release()
-    return True
+    pytest.fail(f"the lock stayed held (event {n})")
 
 
 def has_an_idle_worker(pool: AnyPool) -> bool:
@@ -186,9 +188,7 @@ def test_an_exception_raised_anywhere_inside_submit_leaves_the_pool_consistent(
                 pass
             finally:
                 sys.settrace(None)
-            if not comes_free(internals(pool).lock):
-                internals(pool).lock.release()  # so that the pool shuts down and the test fails
-                pytest.fail(f"the lock stayed held (event {n})")
+            check_not_left_held(internals(pool).lock, n)
             pool._check_invariants()
             pool.resume()
             assert pool.join(TIMEOUT), f"event {n}"
