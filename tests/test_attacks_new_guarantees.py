@@ -647,6 +647,14 @@ def test_an_async_submit_to_a_queue_full_of_tasks_past_their_deadlines_expires_t
     drive(kind, main)
 
 
+def dispatcher_asleep(front: PriorityExecutor) -> bool:
+    """The front's dispatcher waits, and has let go of the lock: it marks itself asleep under
+    the lock just before the wait that releases it."""
+    state = internals(front)
+    with state.lock:
+        return state.dispatcher.asleep
+
+
 def fill_with_a_late_task(pool: AnyPool, clock: FakeClock, gate: Gate) -> Future[Any]:
     """Hold ``pool``'s one worker with ``gate``, queue a task (its ``max_queued=1``: the
     queue is then full) with a deadline a minute away, and move ``clock`` past it without
@@ -662,7 +670,7 @@ def fill_with_a_late_task(pool: AnyPool, clock: FakeClock, gate: Gate) -> Future
     late = pool.submit(str, "late", timeout=60.0)
     timer_asleep(pool, clock.now + 60.0)
     if isinstance(pool, PriorityExecutor):
-        wait_until(lambda: internals(pool).dispatcher.asleep, "the dispatcher sleeps")
+        wait_until(functools.partial(dispatcher_asleep, pool), "the dispatcher sleeps")
     move_unannounced(clock, 100.0)
     return late
 
