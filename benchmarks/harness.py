@@ -49,7 +49,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Target:
-    """A goal from issue 3 for our pool, and how to judge it from the summary of a metric.
+    """A performance goal for our pool, and how to judge it from the summary of a metric.
 
     ``met`` receives our median and our median paired ratio against the standard pool (None
     when there is none) and says whether the goal is reached.

@@ -181,10 +181,9 @@ def test_ageing_accepts_any_positive_real_number() -> None:
 HUGE_PRIORITY_MESSAGE = "priority must fit in a float when ageing is set, got an int of 1329 bits"
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# an int priority beyond float range under ageing is refused with an exact message.
-# Before: with ageing, submit(priority=10**400) and set_priority(f, 10**400) raised
-# OverflowError from deep in the scheduler (set_priority under the pool's lock).
+# An int priority beyond float range under ageing is refused with an exact message, by
+# submit(priority=10**400) and set_priority(f, 10**400) alike, and never as an OverflowError from
+# deep in the scheduler (set_priority would raise it under the pool's lock).
 
 
 @pytest.mark.parametrize("priority", [HUGE, -HUGE], ids=["huge", "-huge"])

@@ -1,4 +1,4 @@
-"""Attacks on the day's new guarantees, by a second reader.
+"""Guarantees that hold under attack: expiry, own-task marks, the exporters, asyncio.
 
 ``expired()`` against every racing cancel (another thread, done-callbacks, a listener,
 ``set_priority``, ``shutdown(cancel_futures=True)``, ``_work_queue.get()``); a full queue whose

@@ -185,10 +185,9 @@ def test_evict_with_ageing_compares_effective_ranks(clock: FakeClock, gate: Gate
     assert record.ran == ["young-top"]
 
 
-# Issue 8, point 6 (the test failed before its fix): evicting costs O(log n), however many
-# distinct priorities are queued (the cost is counted in test_queue.py,
-# test_eviction_cost_grows_with_the_log_of_the_distinct_priorities).
-# Before: every evicting submit sorted all the levels: O(L log L).
+# Evicting costs O(log n), however many distinct priorities are queued (the cost is counted in
+# test_queue.py, test_eviction_cost_grows_with_the_log_of_the_distinct_priorities), not the
+# O(L log L) of sorting all the levels on every evicting submit.
 
 
 def test_evicting_from_a_queue_of_distinct_float_priorities_keeps_the_order() -> None:
@@ -350,11 +349,10 @@ def test_evict_through_views(gate: Gate) -> None:
 # -- a blocking submit from one of the pool's own threads -----------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise): a
-# blocking submit from one of the pool's own threads raises QueueFullError.
-# Before: with when_full="block", a task (or a done-callback in the timer) that submitted to
-# a full queue waited for room that only the pool's own threads could make: once every
-# worker did so, the pool deadlocked silently.
+# A blocking submit from one of the pool's own threads raises QueueFullError: with
+# when_full="block", a task (or a done-callback in the timer) that submits to a full queue would
+# otherwise wait for room that only the pool's own threads can make, and once every worker did
+# so, the pool would deadlock silently.
 
 
 def own_thread_message(max_queued: int) -> str:

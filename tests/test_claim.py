@@ -37,11 +37,11 @@ def levels_and_messages(records: list[logging.LogRecord]) -> list[tuple[int, str
 # -- a future settled by hand while it is queued or being claimed ---------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise): a
-# future settled by hand while it is queued or being claimed.
-# Before: claim() let the RuntimeError of set_running_or_notify_cancel() escape; a worker
-# that had popped such a future died with the task counted as running (join() hung), and
-# the deadline timer died with it, after which no deadline expired while workers were busy.
+# A future settled by hand while it is queued or being claimed: claim() returns False instead of
+# letting the RuntimeError of set_running_or_notify_cancel() escape. Were it to escape, a worker
+# that had popped such a future would die with the task counted as running (join() would hang),
+# and the deadline timer would die with it, after which no deadline would expire while workers
+# were busy.
 
 
 @pytest.mark.parametrize("cancel", [False, True])
@@ -99,9 +99,9 @@ def test_a_worker_survives_a_future_settled_by_hand_between_pop_and_claim(
 def test_the_timer_settles_every_due_future_before_any_of_their_callbacks_runs(
     clock: FakeClock, gate: Gate, futures_log: list[logging.LogRecord], thread_deaths: list[str]
 ) -> None:
-    # Before (issue 8, point 5): the timer cancelled due futures one by one, each with its
-    # callbacks, so the first one's callback could still settle the second by hand, and a
-    # slow one made the rest late. Now both are cancelled and their waiters woken first.
+    # The timer cancels every due future and wakes its waiters before it runs any of their
+    # callbacks: were they cancelled one by one, each with its callbacks, the first one's
+    # callback could still settle the second by hand, and a slow one would make the rest late.
     pool = PriorityThreadPoolExecutor(max_workers=1, clock=clock, thread_name_prefix="handset")
     clock.attach(pool)
     try:
@@ -130,10 +130,9 @@ def test_the_timer_settles_every_due_future_before_any_of_their_callbacks_runs(
     pool._check_invariants()
 
 
-# Issue 8, point 5 (the test failed before its fix): no user callback delays the settling of
-# another future.
-# Before: the timer ran the callbacks of what it expired, one after another, so a callback
-# that slept made every other expiry, and the timer's next deadlines, late.
+# No user callback delays the settling of another future: the timer hands the callbacks of what
+# it expires to callback threads, so a callback that sleeps makes no other expiry, nor the
+# timer's next deadlines, late.
 
 
 @pytest.mark.parametrize("ageing", AGEING)
@@ -204,9 +203,9 @@ def test_shutdown_cancel_futures_settles_every_future_before_any_callback_runs(
     pool._check_invariants()
 
 
-# Before (the split of the scheduler, caught by review): a worker whose take found only
-# expired tasks counted itself on its way to the queue while it ran their done-callbacks, so
-# a submit meanwhile woke no idle worker and waited for those callbacks to return.
+# A worker whose take found only expired tasks does not count itself on its way to the queue
+# while it runs their done-callbacks, so a submit meanwhile wakes an idle worker instead of
+# waiting for those callbacks to return.
 def test_a_worker_running_the_callbacks_of_tasks_it_found_expired_keeps_no_wake_up(
     clock: FakeClock,
 ) -> None:
@@ -244,9 +243,9 @@ def test_the_timer_survives_a_callback_thread_that_cannot_start(
     futures_log: list[logging.LogRecord],
     thread_deaths: list[str],
 ) -> None:
-    # Before (found by the second reader of issue 11): when no callback thread could start,
-    # the timer ran the callbacks itself and then died of the error: no later deadline
-    # expired (and a front's dispatcher, which expires tasks too, died the same way).
+    # When no callback thread can start, the timer runs the callbacks itself and survives the
+    # error, so later deadlines still expire (a front's dispatcher, which expires tasks too,
+    # survives the same way).
     pool = make_pool(kind, 1, clock=clock)
     clock.attach(pool)
     real_start = threading.Thread.start

@@ -408,9 +408,9 @@ def test_pause_after_shutdown_cannot_stop_the_queue_draining(gate: Gate) -> None
         pool.shutdown(wait=True)
 
 
-# Before (the split of the scheduler, caught by review): a submit counted in every thread the
-# queue lacked, not one; after a start failure was absorbed, the next submit started two
-# threads where the standard pool starts one, and an interrupt there wrote off only one.
+# A submit counts in one thread the queue lacks, not every one: after a start failure is
+# absorbed, the next submit starts one thread, as the standard pool does, so an interrupt there
+# has exactly one to write off.
 def test_a_submit_after_an_absorbed_start_failure_starts_one_thread(
     gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -201,8 +201,8 @@ def test_an_end_wakes_the_dispatcher_once_no_more_than_the_executors_workers_are
 
 
 def test_an_end_always_wakes_the_dispatcher_for_an_executor_without_max_workers() -> None:
-    # Before: such a front took its first max_running for the executor's workers, so after
-    # max_running was raised, ends above the first value left the dispatcher asleep.
+    # Such a front does not take its first max_running for the executor's workers, so once
+    # max_running is raised, ends above the first value still wake the dispatcher.
     delegate = Recording(workers=4)
     front = PriorityExecutor(delegate, max_running=1)
     gates = [Gate() for _ in range(4)]
@@ -407,7 +407,7 @@ def test_an_inner_future_cancelled_by_its_executor_raises_cancelled_error(gate: 
         wait_until(lambda: front.statistics().queued == 0, "the second task is handed over")
         # Queued: the slot the cancel frees is its. The pool cancels holding the lock its
         # submit takes, so the thread that cancels must not hand it over (test_relay.py):
-        # before, it waited there for itself. The dispatcher does, and the pool refuses it.
+        # it would wait there for itself. The dispatcher does, and the pool refuses it.
         third = front.submit(str, "third")
         delegate.shutdown(wait=False, cancel_futures=True)  # its owner cancels what it holds
         with pytest.raises(CancelledError):
@@ -707,10 +707,9 @@ def test_done_callbacks_of_a_task_already_done_at_hand_over_do_not_run_on_the_di
     assert ran_in == [f"{front._thread_name_prefix}_callbacks_0"]
 
 
-# Found by the second reader of the front (each failed before its fix):
-# Before: slow callbacks of tasks settled on behalf of the dispatcher started a callback thread
-# each; a callback thread that could not start killed the dispatcher, and every later task
-# stayed queued for ever.
+# The callbacks of tasks settled on behalf of the dispatcher: slow ones share a bounded number of
+# callback threads instead of starting one each, and a callback thread that cannot start leaves
+# the dispatcher alive, so no later task stays queued for ever.
 
 
 def test_slow_callbacks_of_many_tasks_use_a_bounded_number_of_threads() -> None:
@@ -742,8 +741,8 @@ def test_slow_callbacks_of_many_tasks_use_a_bounded_number_of_threads() -> None:
 def test_a_stream_of_callbacks_settled_for_the_dispatcher_reuses_its_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Before (found by the benchmarks): a callback thread exited as soon as it had run its
-    # job, so one task at a time started a thread each: 175 us a task instead of 25.
+    # A callback thread stays for its next job once it has run one, so one task at a time does
+    # not start a thread each (a thread per task costs 175 us a task instead of 25).
     real_start = threading.Thread.start
     started: list[str] = []
 
@@ -922,8 +921,8 @@ def test_a_broken_front_keeps_nothing_of_the_task_that_met_the_error() -> None:
 
 
 def test_shutdown_returns_once_the_executor_is_shut_down() -> None:
-    # Before (found by the second reader): the dispatcher forgot itself before it shut the
-    # executor down, so join() could return first.
+    # The dispatcher forgets itself only once it has shut the executor down, so join() cannot
+    # return first.
     closing, release = threading.Event(), threading.Event()
 
     class SlowToClose(Recording):
@@ -1076,9 +1075,8 @@ def test_at_exit_a_front_never_shut_down_hands_its_queue_over() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the script's tasks need the fork start method")
 def test_at_exit_a_process_pool_made_after_the_import_still_takes_the_queue() -> None:
-    # Before (found by the second reader): the standard pools' exit hooks could run before
-    # ours, depending on which module was imported first; a process pool's then refused
-    # every task still queued in the front.
+    # Our exit hooks run before the standard pools', whichever module is imported first;
+    # otherwise a process pool's would refuse every task still queued in the front.
     result = run_script(
         """
         import multiprocessing, threading

@@ -140,10 +140,9 @@ def test_join_wakes_when_a_worker_expires_the_last_queued_task(
             pool.shutdown()  # wakes the joiner if the bug kept it waiting
 
 
-# Issue 8, point 4 (the test failed before its fix): join() returns True only once every earlier
-# future is done, callbacks included.
-# Before: the removal of expired (and shut-down-cancelled) tasks woke join() before their
-# futures were settled and their callbacks had run.
+# join() returns True only once every earlier future is done, callbacks included: the removal of
+# expired (and shut-down-cancelled) tasks wakes join() only after their futures are settled and
+# their callbacks have run.
 
 
 @pytest.mark.parametrize("ageing", AGEING)
@@ -185,8 +184,7 @@ def test_join_waits_for_futures_the_pool_takes_out_of_the_queue_to_settle(
 # -- a timeout beyond what a lock takes -----------------------------------------------------
 
 
-# Issue 8, point 8 (the test failed before its fix): join() with a huge timeout waits instead of
-# raising OverflowError.
+# join() with a huge timeout waits instead of raising OverflowError.
 
 
 @pytest.mark.parametrize("timeout", [1e20, float(threading.TIMEOUT_MAX) * 2, 10**30])

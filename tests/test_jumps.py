@@ -215,8 +215,8 @@ def test_a_jump_that_no_runner_takes_costs_submits_one_window(
     kind: str, gate: Gate, yields: list[None], monotonic: Monotonic
 ) -> None:
     """With every worker (or slot) in a long task no runner can take the jumped task, and a
-    yield would hand the GIL to that task for a whole slice per submit. Before: every submit
-    yielded until a take, about 5 ms each behind a CPU-bound task. The window closes after
+    yield would hand the GIL to that task for a whole slice per submit: a submit yielding until
+    a take would cost about 5 ms behind a CPU-bound task. So the window closes after
     one switch interval, and a later jump does not reopen it until a runner takes a task."""
     with held(kind, gate) as pool:
         pool.submit(int, priority=0)
@@ -238,7 +238,7 @@ def test_a_submit_rolled_back_leaves_no_window_open(
     kind: str, gate: Gate, yields: list[None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An exception raised (by a signal handler, say) after the jump was recorded rolls the
-    submit back, the window with it. Before: the window stayed open for a task not queued."""
+    submit back, the window with it: no window stays open for a task not queued."""
     with held(kind, gate) as pool:
         runner = pool._admission.runner
         real = runner.queued_locked

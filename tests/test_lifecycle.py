@@ -33,13 +33,12 @@ from support import (
 # -- starting worker threads ----------------------------------------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# Thread.start interrupted.
-# Before: a start() that raised after the thread began (a signal handler raising
-# KeyboardInterrupt, say) took back a wake-up the new thread also consumed: ``wakes`` went
-# to -1, and from then on no submit woke an idle worker. A thread written off before it
-# reached its loop parked for ever outside ``threads``. An interrupt raised before the
-# thread began, with another worker present, was swallowed by submit.
+# Thread.start interrupted. A start() that raises after the thread began (a signal handler
+# raising KeyboardInterrupt, say) takes back no wake-up the new thread also consumed: were
+# ``wakes`` to go to -1, no later submit would wake an idle worker. A thread written off before
+# it reached its loop exits instead of parking for ever outside ``threads``. An interrupt raised
+# before the thread began, with another worker present, reaches the caller of submit, and the
+# task stays queued.
 # A start() raising RuntimeError before the thread began, with and without another worker,
 # is covered by test_faults.py (test_a_worker_that_cannot_start_*).
 
@@ -160,10 +159,9 @@ def test_an_interrupt_before_a_second_worker_starts_is_raised_and_the_task_stays
         pool.shutdown()
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise): a
-# slow initializer does not keep an idle worker from a new task.
-# Before: a thread still in its initializer counted as a worker on its way (``wakes``), so
-# a submit woke no idle worker, and the task waited for the initializer to finish.
+# A slow initializer does not keep an idle worker from a new task: a thread still in its
+# initializer does not count as a worker on its way (``wakes``), so a submit wakes an idle worker
+# instead of leaving the task to wait for the initializer to finish.
 
 
 def test_an_idle_worker_takes_a_new_task_while_another_thread_is_in_its_initializer(
@@ -281,13 +279,11 @@ def test_interpreter_exit_with_a_pool_dropped_without_shutdown() -> None:
     )
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# interpreter exit with a paused pool and busy pools.
-# Before: at exit, stop() of a paused pool with no worker started one; where the
-# interpreter refuses new threads at exit (early 3.12 releases, such as 3.12.1), the
-# RuntimeError escaped the exit hook, so the pools after it were never stopped, their
-# queued work could be cut off, and a traceback was printed. Where a thread may still start
-# at exit (3.9 to 3.11, 3.13) the paused pool's tasks run and the old code passed too:
+# Interpreter exit with a paused pool and busy pools drains them all, even where the interpreter
+# refuses new threads at exit (early 3.12 releases, such as 3.12.1): there, a RuntimeError from
+# stop() of a paused pool with no worker would escape the exit hook, so the pools after it would
+# never be stopped, their queued work could be cut off, and a traceback would be printed. Where a
+# thread may still start at exit (3.9 to 3.11, 3.13) the paused pool's tasks run;
 # ``threads-refused`` simulates the refusal so that every version tests that path.
 
 EXIT_SCRIPT = """
@@ -444,10 +440,9 @@ def test_fork_while_other_threads_submit_gives_a_usable_child() -> None:
     assert_clean_exit(result, ["child ok"] * 20 + ["exit statuses: [0]"])
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise): a
-# pool inherited across fork.
-# Before: the child kept the inherited pool's queue and its ``running`` count, so join() in
-# the child waited for tasks whose threads do not exist there.
+# A pool inherited across fork: the child keeps neither the inherited pool's queue nor its
+# ``running`` count, so join() in the child never waits for tasks whose threads do not exist
+# there.
 
 INHERITED_POOL_SCRIPT = """
 import os, signal, sys, threading, time, warnings
@@ -512,9 +507,9 @@ def test_a_pool_inherited_across_fork_refuses_work_and_join_returns_at_once() ->
 
 
 def test_a_task_queued_at_exit_can_still_use_a_standard_pool() -> None:
-    # Before (found by the second reader of issue 11): importing the package could register
-    # its exit hook before the standard pools' (an import order changed by a new module), so
-    # those ran first, and a task that drained at exit found its ThreadPoolExecutor shut down.
+    # The package's exit hook runs before the standard pools', whatever the import order (a new
+    # module can change it), so a task that drains at exit finds its ThreadPoolExecutor still
+    # open.
     result = run_script(
         """
         from priority_executor import PriorityThreadPoolExecutor

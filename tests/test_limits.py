@@ -771,7 +771,7 @@ def test_rate_limit_is_a_named_pair() -> None:
     assert limit == (10, 2.0)
 
 
-# -- found by a second reader: the worst moment for each change ----------------------------
+# -- the worst moment for each change ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)

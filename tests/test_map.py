@@ -141,10 +141,9 @@ def test_map_under_raise_when_full_raises_queue_full_error(gate: Gate) -> None:
 # -- through a view -------------------------------------------------------------------------
 
 
-# Issue 8, point 2 (the test failed before its fix): a view's map with buffersize loses nothing
-# when the view itself is not kept.
-# Before: the iterator held the view weakly; once the view was collected it stopped
-# submitting and ended after ``buffersize`` results.
+# A view's map with buffersize loses nothing when the view itself is not kept: the iterator keeps
+# the view alive, so it goes on submitting after the caller drops the view instead of ending
+# after ``buffersize`` results.
 
 
 @pytest.mark.parametrize("ageing", AGEING)
@@ -170,11 +169,9 @@ def test_map_of_a_view_stops_submitting_once_its_pool_is_collected() -> None:
 # -- through submit -------------------------------------------------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# map goes through submit.
-# Before: map() called the private _submit, so a subclass overriding submit (to propagate a
-# context, or to trace) missed every call; the standard Executor.map calls self.submit. The
-# standard pool's case is the reference, and passed before too.
+# map goes through submit, as the standard Executor.map calls self.submit, so a subclass
+# overriding submit (to propagate a context, or to trace) sees every call. The standard pool's
+# case is the reference.
 
 
 class TracedStandardPool(ThreadPoolExecutor):

@@ -337,12 +337,10 @@ def test_worst_skips_entries_that_already_left(queue: CheckedQueue) -> None:
     assert queue.worst() is kept
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# the worst queued entry, for eviction.
-# Before: TaskQueue.worst() rescanned the tombstones left by earlier evictions on every call
-# (quadratic eviction), and HeapQueue.worst() scanned the whole heap; HeapQueue now takes
-# ``track_worst`` and keeps a second heap. The random test's "buckets" case passed before
-# (the answer was right, only slow); its "heap-tracked" case could not run there.
+# The worst queued entry, for eviction: TaskQueue.worst() does not rescan the tombstones left by
+# earlier evictions on every call (which would make eviction quadratic), and HeapQueue, given
+# ``track_worst``, keeps a second heap instead of scanning the whole heap. The random test checks
+# the answer of both, "buckets" and "heap-tracked".
 
 
 def test_task_queue_worst_drops_trailing_tombstones() -> None:
@@ -421,9 +419,8 @@ def test_worst_matches_a_scan_of_the_live_entries_on_random_operations(
         assert len(queue) == len(model)
 
 
-# Issue 8, point 6 (the test failed before its fix): evicting costs O(log n), however many
-# distinct priorities are queued (through a pool: test_backpressure.py).
-# Before: every evicting submit sorted all the levels: O(L log L).
+# Evicting costs O(log n), however many distinct priorities are queued (through a pool:
+# test_backpressure.py), not the O(L log L) of sorting all the levels on every evicting submit.
 
 
 class CountedRank(float):
@@ -511,13 +508,11 @@ def test_repeated_requeue_stays_within_the_compaction_bound(queue: CheckedQueue)
     assert sorted(tag_of(e) for e in queue.drain()) == [0, 1, 2]  # type: ignore[type-var]
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
 # set_priority keeps a queued future mapped, so a concurrent cancel() is never missed (through a
-# pool: test_set_priority.py).
-# Before: requeue() deleted the future from ``entries`` and pushed it back a moment later.
-# The cancel hook, which reads ``entries`` without the lock, could look in between, decide
-# that someone else had claimed the future, and return: the cancelled task stayed queued as
-# live and its waiters were never woken.
+# pool: test_set_priority.py). requeue() keeps the future in ``entries`` while it pushes the
+# successor: the cancel hook, which reads ``entries`` without the lock, could otherwise look in
+# between, decide that someone else had claimed the future, and return, leaving the cancelled
+# task queued as live and its waiters never woken.
 
 
 @pytest.mark.parametrize("queue_class", [TaskQueue, HeapQueue])

@@ -273,10 +273,10 @@ def test_the_relay_meets_a_cancel_a_deadline_a_pause_a_resize_and_a_shutdown(
     assert internals(front).dispatcher.relay is None
 
 
-# Found by a second reader: the thread pool settles the futures it cancels or fails itself
-# while it holds its shutdown lock, which its submit takes. Before: the thread settling them
-# relayed, and its submit waited for itself for ever. The shutdown's cancel is tested in
-# test_front.py (test_an_inner_future_cancelled_by_its_executor_raises_cancelled_error).
+# The thread pool settles the futures it cancels or fails itself while it holds its shutdown
+# lock, which its submit takes, so the thread settling them does not relay: its submit would wait
+# for itself for ever. The shutdown's cancel is tested in test_front.py
+# (test_an_inner_future_cancelled_by_its_executor_raises_cancelled_error).
 
 
 def test_no_relay_from_the_futures_a_failed_initializer_fails() -> None:

@@ -1,11 +1,10 @@
-"""Defects found by attacking the pool (issue 8), each pinned where a hostile caller hits it.
+"""What holds when a hostile caller attacks the pool, pinned where the caller hits it.
 
-The points that concern one behaviour are pinned in that behaviour's file (the comment after
-point 1 says where); those left here attack the pool across its options. Every test failed
-before its fix. Method, as everywhere: gates, events, a fake clock and
-recorded order, never a sleep; where a behaviour depends on the pool's options, the test runs
-over their cross product (ageing x max_queued/when_full x submitting through a view x both
-executors).
+The attacks that concern one behaviour are pinned in that behaviour's file (the comment after
+the first section says where); those left here attack the pool across its options. Method, as
+everywhere: gates, events, a fake clock and recorded order, never a sleep; where a behaviour
+depends on the pool's options, the test runs over their cross product (ageing x
+max_queued/when_full x submitting through a view x both executors).
 """
 
 from __future__ import annotations
@@ -55,9 +54,9 @@ def consume(payload: Payload) -> Payload:
     return payload
 
 
-# -- 1. nothing of a settled task stays referenced, in every configuration --------------------
-# Before: with ageing and when_full="evict", the worst-entry heap kept every popped entry,
-# and the entry its future, function, arguments and result, up to live + 64 of them.
+# -- nothing of a settled task stays referenced, in every configuration -----------------------
+# The worst-entry heap (ageing with when_full="evict") keeps no popped entry, nor through it the
+# entry's future, function, arguments and result.
 
 
 @pytest.mark.parametrize(("ageing", "max_queued", "when_full", "view"), CONFIGS)
@@ -95,16 +94,16 @@ def test_the_pool_keeps_no_reference_to_a_task_once_it_has_settled(
         pool.shutdown()
 
 
-# -- 2 to 8: next to the behaviour each concerns ------------------------------------------
-# Point 2 (a view's map that is not kept) is in test_map.py; 3 (a view's submit blocked when
-# the view shuts down) in test_view.py; 4 and 8 (join) in test_join.py; 5 (no callback delays
-# another future's settling) in test_claim.py; 6 (the cost of evicting) in test_queue.py and
-# test_backpressure.py; 7 (set_priority of a future seen cancelled) in test_set_priority.py.
+# -- attacks on one behaviour, in that behaviour's file ---------------------------------------
+# A view's map that is not kept: test_map.py; a view's submit blocked when the view shuts down:
+# test_view.py; join: test_join.py; no callback delays another future's settling: test_claim.py;
+# the cost of evicting: test_queue.py and test_backpressure.py; set_priority of a future seen
+# cancelled: test_set_priority.py.
 
 
-# -- 9. an asynchronous exception inside submit leaves no lock held and the counts right ------
-# Before: the lock was taken outside the try that released it, and an interrupt between
-# counting a submission and queueing it left ``submitted`` above the other counts for good.
+# -- an asynchronous exception inside submit leaves no lock held and the counts right ---------
+# The lock is taken inside the try that releases it, and an interrupt between counting a
+# submission and queueing it leaves no count (``submitted`` above the others) wrong for good.
 # Here a tracer raises KeyboardInterrupt at the n-th line, call or return that the pool's own
 # code executes during one submit, for every n until a submit completes untouched.
 
@@ -217,7 +216,7 @@ def test_an_exception_raised_anywhere_inside_submit_leaves_the_pool_consistent(
     assert n > 5, "the tracer saw too few events to test anything"
 
 
-# -- 10. initializer failure and a thread that cannot start --------------------------------
+# -- initializer failure and a thread that cannot start ---------------------------------------
 
 
 def test_a_task_cancelled_while_a_failed_initializer_fails_the_queue_counts_as_cancelled(

@@ -208,9 +208,9 @@ def test_set_priority_under_ageing_keeps_the_age(
 ) -> None:
     """A moved task's key is ``submit time - new priority * ageing``, exactly, as the model's.
 
-    Found by the model (e.g. fast seeds 23 and 44): a key updated by adding
-    ``(old - new) * ageing`` to the old one is NaN after an infinite priority, which breaks
-    the heap, and loses the submit time after a huge one.
+    A key updated by adding ``(old - new) * ageing`` to the old one would be NaN after an
+    infinite priority, which breaks the heap, and would lose the submit time after a huge one
+    (the model's fast seeds 23 and 44 reach both).
     """
     with PriorityThreadPoolExecutor(max_workers=1, ageing=ageing, clock=clock) as pool:
         pool.pause()
@@ -236,13 +236,12 @@ def test_set_priority_under_ageing_keeps_the_age(
 # -- against a concurrent cancel() ----------------------------------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# set_priority keeps a queued future mapped, so a concurrent cancel() is never missed (the queue's
-# half: test_queue.py, test_requeue_keeps_the_future_mapped_while_it_pushes_the_successor).
-# Before: requeue() deleted the future from ``entries`` and pushed it back a moment later.
-# The cancel hook, which reads ``entries`` without the lock, could look in between, decide
-# that someone else had claimed the future, and return: the cancelled task stayed queued as
-# live and its waiters were never woken.
+# set_priority keeps a queued future mapped, so a concurrent cancel() is never missed (the
+# queue's half: test_queue.py,
+# test_requeue_keeps_the_future_mapped_while_it_pushes_the_successor). requeue() keeps the future
+# in ``entries`` while it pushes the successor: the cancel hook, which reads ``entries`` without
+# the lock, could otherwise look in between, decide that someone else had claimed the future, and
+# return, leaving the cancelled task queued as live and its waiters never woken.
 
 
 @pytest.mark.parametrize("ageing", [None, 1.0], ids=["buckets", "heap"])
@@ -317,10 +316,9 @@ def test_cancel_while_set_priority_moves_the_task_unqueues_it_and_wakes_waiters(
         pool.shutdown()
 
 
-# Issue 8, point 7 (the test failed before its fix): set_priority returns False once its caller
-# has seen the future cancelled.
-# Before: between cancel() changing the state and the cancel hook unqueuing the task,
-# set_priority found it queued and returned True.
+# set_priority returns False once its caller has seen the future cancelled, even between cancel()
+# changing the state and the cancel hook unqueuing the task, while the task is still found
+# queued.
 
 
 def test_set_priority_of_a_future_seen_cancelled_returns_false(

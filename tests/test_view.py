@@ -177,12 +177,11 @@ def test_view_of_a_shut_down_pool_refuses_work() -> None:
 # -- shutdown of a view against its submits in flight ---------------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# PoolView.shutdown(wait=True) waits for a submit through the view in flight.
-# Before: view.submit counted itself out and recorded its future in two separate locked
-# steps; a view.shutdown(wait=True) that woke in between saw neither and returned while the
-# task was still queued. A wrapped view lock stops the submitting thread right after the
-# step that counts it out, until shutdown has taken its snapshot of the view's futures.
+# PoolView.shutdown(wait=True) waits for a submit through the view in flight: a
+# view.shutdown(wait=True) that wakes between view.submit counting itself out and recording its
+# future still sees the submit, and does not return while the task is queued. A wrapped view lock
+# stops the submitting thread right after the step that counts it out, until shutdown has taken
+# its snapshot of the view's futures.
 
 
 class HookedLock:
@@ -288,9 +287,9 @@ def test_a_view_submit_in_flight_when_the_view_shuts_down_is_refused(
 def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_down(
     gate: Gate, wait_: bool, cancel_futures: bool
 ) -> None:
-    # Issue 8, point 3. Before: the blocked submit escaped the view's shutdown, queued its
-    # task once room appeared, and the task ran, even after cancel_futures=True. Now it gets
-    # the standard RuntimeError, as a blocked submit on the pool does when the pool shuts down.
+    # The blocked submit does not escape the view's shutdown: it gets the standard RuntimeError,
+    # as a blocked submit on the pool does when the pool shuts down, rather than queueing its
+    # task once room appears and running it, even after cancel_futures=True.
     pool = PriorityThreadPoolExecutor(max_workers=1, max_queued=1, when_full="block")
     try:
         view = pool.options()
@@ -321,10 +320,9 @@ def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_do
 # -- references -----------------------------------------------------------------------------
 
 
-# Found in the review, fixed in 5c194e4 (the tests failed on 908a69b unless they say otherwise):
-# futures submitted through a view do not keep the pool alive.
-# Before: each future's done-callback was a bound method of the view, which holds the pool:
-# a caller keeping the futures kept the pool, and its threads, alive for ever.
+# Futures submitted through a view do not keep the pool alive: their done-callback does not hold
+# the view, which holds the pool, so a caller keeping the futures does not keep the pool, and its
+# threads, alive for ever.
 
 
 def test_futures_of_a_view_do_not_keep_a_dropped_pool_or_its_threads_alive() -> None:

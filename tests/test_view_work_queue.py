@@ -124,7 +124,7 @@ def test_a_task_taken_before_its_view_submit_returns_is_not_waited_for() -> None
 def test_pubsub_scheduler_over_a_view_drains_the_pool_and_shuts_the_view_down_waiting(
     gate: Gate,
 ) -> None:
-    """What a subscriber with ``await_msg_callbacks=True`` does; it used to die or hang."""
+    """What a subscriber with ``await_msg_callbacks=True`` does: it neither dies nor hangs."""
     scheduler_module = pytest.importorskip(
         "google.cloud.pubsub_v1.subscriber.scheduler",
         reason="google-cloud-pubsub is not installed (the clients extra)",

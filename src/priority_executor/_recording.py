@@ -2,7 +2,7 @@
 
 Every scheduler of the package keeps one :class:`Tally`, guarded by its lock. Outcomes are
 counted by priority class only, in one step each (:meth:`Tally.add`), and the pool-wide
-counts that ``statistics()`` has always reported are their sums (:meth:`Tally.totals`): the
+counts that ``statistics()`` reports are their sums (:meth:`Tally.totals`): the
 two cannot disagree, even when an exception (a signal handler's) cuts a count short.
 :meth:`Tally.ran` records how long a task waited and how long it ran, when it ends.
 
