@@ -326,15 +326,18 @@ def test_a_view_submit_blocked_on_a_full_queue_is_refused_when_the_view_shuts_do
 
 
 def test_futures_of_a_view_do_not_keep_a_dropped_pool_or_its_threads_alive() -> None:
-    def make() -> tuple[weakref.ref[PriorityThreadPoolExecutor], list[Future[str]]]:
+    def make() -> tuple[
+        weakref.ref[PriorityThreadPoolExecutor], list[Future[str]], list[threading.Thread]
+    ]:
         pool = PriorityThreadPoolExecutor(max_workers=2, thread_name_prefix="dropped")
         view = pool.options(priority=1, timeout=TIMEOUT)
         futures = [view.submit(str, i) for i in range(4)]
         assert wait(futures, TIMEOUT).not_done == set()
-        return weakref.ref(pool), futures
+        # Read while the pool lives: once dropped, its workers may exit at any moment.
+        workers = [t for t in threading.enumerate() if t.name.startswith("dropped_")]
+        return weakref.ref(pool), futures, workers
 
-    pool_ref, futures = make()
-    workers = [t for t in threading.enumerate() if t.name.startswith("dropped_")]
+    pool_ref, futures, workers = make()
     assert workers, "the pool started no thread"
     gc.collect()
     assert pool_ref() is None, "the futures keep the pool alive"
