@@ -48,7 +48,7 @@ from support import (
     wait_blocked,
     wait_until,
 )
-from test_reliability import Interrupt, check_not_left_held
+from test_reliability import submit_interrupted
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
 CLASSES = 16
@@ -691,15 +691,11 @@ def test_an_exception_raised_anywhere_in_a_submit_that_found_tasks_past_their_de
         try:
             late = fill_with_a_late_task(pool, clock, gate)
             futures = [late]
-            interrupt = Interrupt(n)
-            sys.settrace(interrupt)
-            try:
-                futures.append(pool.submit(str, "probe", priority=1))
-            except (KeyboardInterrupt, QueueFullError):
-                pass
-            finally:
-                sys.settrace(None)
-            check_not_left_held(internals(pool).lock, n)
+            interrupt = submit_interrupted(
+                pool, n, functools.partial(pool.submit, str, "probe", priority=1)
+            )
+            if interrupt.future is not None:
+                futures.append(interrupt.future)
             pool._check_invariants()
             clock.advance(0)  # the timer looks again, if the submit was cut short
             gate.open()
@@ -750,7 +746,7 @@ def test_a_submit_waiting_for_the_timer_to_expire_a_late_task_is_refused_after_s
     try:
         late = fill_with_a_late_task(pool, clock, gate)
         clock.failing.set()
-        submit = in_thread(lambda: pool.submit(str, "probe", priority=1))
+        submit = in_thread(functools.partial(pool.submit, str, "probe", priority=1))
         wait_blocked(pool)
         pool.shutdown(wait=False)
         error = submit.exception()

@@ -130,6 +130,7 @@ class Interrupt:
     def __init__(self, n: int) -> None:
         self.n = n
         self.fired = False
+        self.future: Optional[Future[Any]] = None  # what the submit returned, if it did
 
     def __call__(self, frame: types.FrameType, event: str, arg: object) -> Any:
         code = frame.f_code
@@ -160,6 +161,22 @@ def check_not_left_held(lock: threading.Lock, n: int) -> None:
     pytest.fail(f"the lock stayed held (event {n})")
 
 
+def submit_interrupted(pool: AnyPool, n: int, submit: Callable[[], Future[Any]]) -> Interrupt:
+    """Call ``submit`` with :class:`Interrupt` raising at its ``n``-th event, and check that
+    the pool's lock was not left held; the tracer, with what ``submit`` returned in
+    ``future`` (None if it raised)."""
+    interrupt = Interrupt(n)
+    sys.settrace(interrupt)
+    try:
+        interrupt.future = submit()
+    except (KeyboardInterrupt, QueueFullError):
+        pass
+    finally:
+        sys.settrace(None)
+    check_not_left_held(internals(pool).lock, n)
+    return interrupt
+
+
 def has_an_idle_worker(pool: AnyPool) -> bool:
     return pool.statistics().idle_workers == 1
 
@@ -187,15 +204,11 @@ def test_an_exception_raised_anywhere_inside_submit_leaves_the_pool_consistent(
                 pool.pause()
                 futures += [pool.submit(str, i, priority=-1) for i in range(2)]
             timeout = {"deadline": 60.0, "timeout=0": 0.0}.get(situation)
-            interrupt = Interrupt(n)
-            sys.settrace(interrupt)
-            try:
-                futures.append(pool.submit(str, "probe", priority=1, timeout=timeout))
-            except (KeyboardInterrupt, QueueFullError):
-                pass
-            finally:
-                sys.settrace(None)
-            check_not_left_held(internals(pool).lock, n)
+            interrupt = submit_interrupted(
+                pool, n, functools.partial(pool.submit, str, "probe", priority=1, timeout=timeout)
+            )
+            if interrupt.future is not None:
+                futures.append(interrupt.future)
             pool._check_invariants()
             pool.resume()
             assert pool.join(TIMEOUT), f"event {n}"
