@@ -1,24 +1,32 @@
-"""The backlog: one scheduler's policy, written once for every scheduler of the package.
+"""The core: one scheduler's policy, a component every owner composes.
 
-A :class:`Backlog` is the queue and everything that decides what leaves it: the ordering
-(``_orders.py``, ``_keyed.py``), ageing, queue deadlines, ``max_queued`` (``_room.py``), the
-rate and key limits (``_limits.py``) and the counts (``_recording.py``). It has no lock, no
-thread and no event loop, and it runs no user code. Its owner serialises every call: the
-thread pool and the front hold their one lock (``_admission.Admission``, a subclass), the
-asyncio scheduler runs every call on its loop's thread (``_aio.AsyncBacklog``). Every
-``*_locked`` method is called so serialised, and none blocks.
+A :class:`Core` is the queue and everything that decides what leaves it: the ordering
+(``_orders.py``, ``_keyed.py``), ageing, queue deadlines, ``max_queued`` and eviction
+(``_room.py``), capacity (how many tasks may run at once), pause, the rate and key limits
+(``_limits.py``) and the counts (``_recording.py``). It has no lock, no thread, no event loop
+and no Future type (a future is an opaque handle it hashes and asks ``done()``), and it runs
+no user code. Its owner serialises every call: the thread pool and the front hold their one
+lock (``_admission.Admission``), the asyncio scheduler makes every call on its loop's thread
+(``_aio_core.AsyncOwner``). None blocks.
 
-What differs between owners is told by four hooks, called from inside the policy:
+It never calls its owner. A call that leaves something for the owner to do (wake takers,
+re-arm a timer, wake who waits for the queue to shrink) adds it to :attr:`Core.todo`, a set
+of bits the owner takes with :meth:`Core.take_todo` and applies, once its call is done:
 
-- :meth:`opened_locked`: the clock opened a rate slot or a key's window; get takers.
-- :meth:`wake_timer_locked`: the next rate slot moved; have the timer wake for it.
-- :meth:`shrunk_locked`: a task left the queue or settled; wake who waits for that.
-- :meth:`emptied_locked`: a task left the queue unstarted; a stopping owner may be done.
+- :data:`OPENED`: the clock opened a rate slot or a key's window at :attr:`Core.opened_at`;
+  more tasks may start than the owner's takers know.
+- :data:`TIMER`: the next rate slot moved; the owner's timer must wake by
+  :meth:`Core.next_deadline`.
+- :data:`SHRUNK`: a task left the queue or settled, while someone :attr:`Core.watchers`
+  counts waits for that (a blocked submit, ``join()``).
+- :data:`EMPTIED`: a task left the queue unstarted while stopping; a stopping owner whose
+  queue is empty may stop.
 
-The flows each owner follows: :meth:`stamp_locked` ranks a new entry (and reads its deadline),
-``queue.push`` queues it; :meth:`take_locked` is the one place a task leaves the queue to
-start; :meth:`finished_locked` counts how it ended; :meth:`unqueue_locked` removes a task
-its user cancelled; :meth:`pop_due_locked` expires what the clock has passed.
+The flows each owner follows: :meth:`stamp` ranks a new entry (and reads its deadline),
+:meth:`room_for` decides what a full queue does with it, ``queue.push`` queues it;
+:meth:`take` is the one place a task leaves the queue to start; :meth:`finish` counts how
+it ended; :meth:`unqueue` removes a task its user cancelled; :meth:`pop_due` expires what
+the clock has passed.
 """
 
 from __future__ import annotations
@@ -32,24 +40,43 @@ from ._claim import Outcome
 from ._keyed import KeyedQueue
 from ._limits import Limits
 from ._orders import HeapQueue, TaskQueue
-from ._policy import Number, is_due, rank_of, strict_rank
+from ._policy import Number, WhenFull, is_due, rank_of, strict_rank
 from ._queue import Entry, QueueBase
 from ._rates import RateLimit
 from ._recording import Tally
-from ._room import Room
-from ._stats import ExecutorStatistics
+from ._stats import ExecutorStatistics, QueueFullError
 
 
-class Backlog:
+#: Bits of :attr:`Core.todo`: what the owner must do after a call (see the module docstring).
+OPENED = 1
+TIMER = 2
+SHRUNK = 4
+EMPTIED = 8
+
+
+class Core:
     """A scheduler's queue and its rules; see the module docstring."""
 
     def __init__(
-        self, *, clock: Callable[[], float], ageing: Optional[float], limits: Limits, room: Room
+        self,
+        *,
+        clock: Callable[[], float],
+        ageing: Optional[float],
+        limits: Limits,
+        capacity: float,
+        max_queued: Optional[int] = None,
+        when_full: WhenFull = "raise",
     ) -> None:
         self.clock = clock
         self.ageing = ageing
         self.limits = limits
-        self.room = room
+        self.capacity = capacity  # the most tasks running at once: take() starts no more
+        self.max_queued = max_queued
+        self.when_full = when_full
+        self.evicts = max_queued is not None and when_full == "evict"
+        self.todo = 0  # what the owner must do: OPENED | TIMER | SHRUNK | EMPTIED
+        self.opened_at = 0.0  # with OPENED: the clock reading that opened keys or a slot
+        self.watchers = 0  # owner's waiters for SHRUNK: blocked submits, join() calls
         self.fast_submit = False  # no bound, no limit: submit may take its fast path
         self.queue = self._new_queue()
         self.running = 0  # taken to start, outcome not yet reported
@@ -60,42 +87,25 @@ class Backlog:
         self.evicted: list[Entry] = []
         self.clock_errors: list[Exception] = []  # raised while serialised; logged after
         self.paused = False
-        # A task went ahead of queued ones and no take has happened since: until this
-        # monotonic time, the thread pool's submitters yield the GIL (see "Queue jumps" in
-        # _lock.py); 0.0 for none. A hint, also read without the lock.
-        self.yield_until = 0.0
         self.stopping = False  # no task will be queued again: drain, then stop
         self.tally = Tally()  # the counts, by priority class, and the wait and run times
-        self.joiners = 0  # join() calls waiting for quiet
+        self.limits_changed()
 
     def _new_queue(self) -> QueueBase:
         if self.limits.keyed:  # either order: the lanes are heaps
-            return KeyedQueue(self.room.evicts, set(self.limits.saturated_keys()))
+            return KeyedQueue(self.evicts, set(self.limits.saturated_keys()))
         if self.ageing is None:
-            return TaskQueue(track_worst=self.room.evicts)
-        return HeapQueue(track_worst=self.room.evicts)
+            return TaskQueue(track_worst=self.evicts)
+        return HeapQueue(track_worst=self.evicts)
 
-    # -- the hooks -----------------------------------------------------------------------------
-
-    def opened_locked(self, now: float) -> None:
-        """The clock opened keys or a rate slot at ``now``: get the takers for what may start."""
-        raise NotImplementedError
-
-    def wake_timer_locked(self) -> None:
-        """Have the timer wake when the clock next opens a start (a rate slot)."""
-        raise NotImplementedError
-
-    def shrunk_locked(self) -> None:
-        """A task left the queue or settled: wake who waits for room or for quiet."""
-        raise NotImplementedError
-
-    def emptied_locked(self) -> None:
-        """A task left the queue unstarted: a stopping owner whose queue is empty may stop."""
-        raise NotImplementedError
+    def take_todo(self) -> int:
+        """What the owner must do after its last calls (bits, see the module docstring)."""
+        todo, self.todo = self.todo, 0
+        return todo
 
     # -- queueing ----------------------------------------------------------------------------
 
-    def stamp_locked(self, entry: Entry, timeout: Optional[float]) -> tuple[Number, bool]:
+    def stamp(self, entry: Entry, timeout: Optional[float]) -> tuple[Number, bool]:
         """Stamp a new entry's time of submission and deadline: its rank, and if it is due.
 
         With neither a deadline nor ageing the clock decides nothing: if it raises, the
@@ -103,7 +113,7 @@ class Backlog:
         a clock that raises makes the submit raise, before anything changed.
         """
         if timeout is None and self.ageing is None:
-            self.arrived_locked(entry)
+            self.arrived(entry)
             return strict_rank(entry.priority), False
         now = entry.queued_at = self.clock()
         rank = rank_of(entry.priority, now, self.ageing)
@@ -112,7 +122,7 @@ class Backlog:
         entry.deadline = now + timeout
         return rank, is_due(entry.deadline, now)  # timeout=0: it may not wait at all
 
-    def arrived_locked(self, entry: Entry) -> None:
+    def arrived(self, entry: Entry) -> None:
         """Stamp the time of submission of an entry whose clock reading decides nothing."""
         try:
             entry.queued_at = self.clock()
@@ -120,13 +130,41 @@ class Backlog:
             self.clock_errors.append(exc)  # its wait goes unrecorded
             entry.queued_at = math.nan
 
-    def waiting_locked(self) -> int:
-        """How many queued tasks may start now."""
+    def startable(self) -> int:
+        """How many queued tasks the limits and pause let start now, capacity aside."""
         if self.paused or self.limits.rate_until is not None:
             return 0
         return len(self.queue.entries) - self.queue.held
 
-    def requeue_locked(self, future: Future[Any], priority: Number) -> bool:
+    def full(self) -> bool:
+        """``max_queued`` tasks wait: a new one needs :meth:`make_room` first."""
+        return self.max_queued is not None and len(self.queue) >= self.max_queued
+
+    def make_room(self, entry: Entry, rank: Number) -> Optional[Entry]:
+        """Apply ``when_full`` for ``entry`` (of rank ``rank``) on a full queue.
+
+        Returns:
+            The queued entry to evict for it ("evict"; the caller removes it once nothing
+            else can fail), or None: the owner waits for room ("block").
+
+        Raises:
+            QueueFullError: ``when_full`` is "raise", or "evict" and no queued task ranks
+                below the new one.
+        """
+        if self.when_full == "evict":
+            worst = self.queue.worst()
+            if worst is not None and rank < worst.rank:
+                return worst
+        if self.when_full != "block":
+            self.reject(entry.priority)
+            raise QueueFullError(f"cannot queue the task: max_queued={self.max_queued} tasks wait")
+        return None
+
+    def reject(self, priority: Number) -> None:
+        """Count a submit refused before it changed anything."""
+        self.tally.add("rejected", priority)
+
+    def requeue(self, future: Future[Any], priority: Number) -> bool:
         """Move a queued task to ``priority``; False if it is not queued here."""
         entry = self.queue.find(future)
         # A future its user has just cancelled stays queued until the cancel hook, which
@@ -138,11 +176,11 @@ class Backlog:
 
     # -- starting ----------------------------------------------------------------------------
 
-    def take_locked(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
+    def take(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
         """Take the best queued task to start it: the one place a task leaves the queue to start.
 
         It is the best task that every limit allows now (``_limits.py``), counted ``running``
-        until its owner reports it by :meth:`finished_locked`. One clock reading decides the
+        until its owner reports it by :meth:`finish`, and none while ``capacity`` run. One clock reading decides the
         deadline race: an entry due is counted expired and added to ``unrun``, for the caller
         to cancel once it no longer holds its lock, and the next one is taken. If the clock
         raises, the task starts (its deadline cannot be decided) and the error is listed in
@@ -151,15 +189,15 @@ class Backlog:
 
         Args:
             as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
-                out, knowing neither pause nor limits; it is not counted as a start.
+                out, knowing neither pause, capacity nor limits; it is not counted as a start.
 
         Returns:
-            None with nothing queued that may start, or while paused.
+            None with nothing queued that may start, at capacity, or while paused.
         """
         limits, queue = self.limits, self.queue
         if as_work_queue:
             pop, limited = queue.pop_any, False
-        elif self.paused:
+        elif self.paused or self.running >= self.capacity:
             return None
         else:
             pop, limited = queue.pop, limits.any_set
@@ -170,12 +208,14 @@ class Backlog:
             if isinstance(reading, Exception):
                 self.clock_errors.append(reading)
                 limits.hold_locked()
-                self.wake_timer_locked()
+                self.todo |= TIMER
                 return None
             now = reading
             opened = limits.release_locked(now, queue)
             if limits.rate_until is not None:  # the window is full
-                self.wake_timer_locked()
+                self.todo |= TIMER
+                if opened:
+                    self._opened(now)
                 return None
         entry = pop()
         while entry is not None and entry.deadline is not None:
@@ -191,7 +231,6 @@ class Backlog:
             entry = pop()
         if entry is not None:
             self.running += 1
-            self.yield_until = 0.0  # the best task has left the queue
             # Its class is fixed as it starts, before a listener (the OpenTelemetry
             # exporter's) reads it, not when it ends: the class its times are recorded under.
             if entry.priority not in self.tally.classes:
@@ -206,29 +245,34 @@ class Backlog:
             # key limit set later counts the tasks of the key already running.
             counted = not as_work_queue and (limited or entry.key is not None)
             if counted and limits.started_locked(entry.key, now, queue):
-                self.wake_timer_locked()
-        if opened:  # the owner starts the takers it counts in, after unlocking
-            self.opened_locked(now)
-        if self.room.blocked or self.joiners:
-            self.shrunk_locked()
+                self.todo |= TIMER
+        if opened:
+            self._opened(now)
+        if self.watchers:
+            self.todo |= SHRUNK
         return entry
 
-    def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
-        """A task taken by :meth:`take_locked` ran (or a cancel won its claim).
+    def _opened(self, now: float) -> None:
+        """The clock opened keys or a rate slot at ``now``: the owner gets takers for them."""
+        self.todo |= OPENED
+        self.opened_at = now
+
+    def finish(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
+        """A task taken by :meth:`take` ran (or a cancel won its claim).
 
         ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
         limits, and its priority and start, for the counts and the run time. ``keyed``:
         False for a task taken as ``_work_queue`` takes it, which no key counted.
         """
         self.running -= 1
-        self.ended_locked(outcome, entry)
+        self.record(outcome, entry)
         key = entry.key if keyed else None
         if key is not None:
             self.limits.finished_locked(key, self.queue)
-        if self.joiners:
-            self.shrunk_locked()
+        if self.watchers:
+            self.todo |= SHRUNK
 
-    def ended_locked(self, outcome: Outcome, entry: Entry) -> None:
+    def record(self, outcome: Outcome, entry: Entry) -> None:
         """Count a started task's outcome, and its run time if it ran."""
         if outcome != "completed" and outcome != "failed":  # it never ran (a cancel won)
             self.tally.add(outcome, entry.priority)
@@ -243,7 +287,7 @@ class Backlog:
 
     # -- leaving the queue unstarted -----------------------------------------------------------
 
-    def unqueue_locked(self, future: Future[Any], cancelled: bool) -> Optional[Entry]:
+    def unqueue(self, future: Future[Any], cancelled: bool) -> Optional[Entry]:
         """Remove the entry of a future its user settled while it was queued (the cancel hook).
 
         ``cancelled``: False if someone set a result on the queued future by hand.
@@ -253,13 +297,13 @@ class Backlog:
         if entry is None:
             return None
         self.tally.add("cancelled" if cancelled else "completed", entry.priority)
-        if self.room.blocked or self.joiners:  # as in take_locked: see shrunk_locked
-            self.shrunk_locked()
+        if self.watchers:
+            self.todo |= SHRUNK
         if self.stopping:
-            self.emptied_locked()
+            self.todo |= EMPTIED
         return entry
 
-    def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:
+    def drain(self, outcome: Optional[Outcome]) -> list[Entry]:
         """Take every queued entry out unrun, counted as ``outcome`` (None: by its settler)."""
         drained = self.queue.drain()
         if outcome is None:
@@ -267,15 +311,15 @@ class Backlog:
         else:
             self.tally.add_each(outcome, [entry.priority for entry in drained])
         self.settling += len(drained)
-        self.shrunk_locked()
+        self.todo |= SHRUNK
         return drained
 
-    def settled_locked(self, count: int) -> None:
+    def settled(self, count: int) -> None:
         """``count`` futures counted in ``settling`` are settled, callbacks included."""
         self.settling -= count
-        self.shrunk_locked()
+        self.todo |= SHRUNK
 
-    def quiet_locked(self) -> bool:
+    def quiet(self) -> bool:
         """Nothing queued, running or being settled: what join() waits for."""
         return not self.queue and not self.running and not self.settling and not self.evicted
 
@@ -293,36 +337,35 @@ class Backlog:
         except Exception as exc:
             return exc
 
-    def pop_due_locked(self, now: float) -> list[Entry]:
+    def pop_due(self, now: float) -> list[Entry]:
         """The timer's turn at ``now``: open what the limits allow, and take out the due entries.
 
         Those are counted expired (and ``settling``), for the caller to cancel.
         """
         limits = self.limits
         if limits.timed and limits.release_locked(now, self.queue) and not self.paused:
-            self.opened_locked(now)
+            self._opened(now)
         due = self.queue.pop_due(now)
         if due:
             self.tally.add_each("expired", [entry.priority for entry in due])
             self.settling += len(due)
-            self.shrunk_locked()
-            self.emptied_locked()
+            self.todo |= SHRUNK | EMPTIED
         return due
 
-    def room_of_due_locked(self, now: float) -> list[Entry]:
+    def room_of_due(self, now: float) -> list[Entry]:
         """The tasks of a full queue past their deadlines at ``now``, taken out expired.
 
         A submit to a full queue calls it with the clock reading it was stamped with: a task
         that this reading finds due waits no more, even if the timer has not had its turn, so
         it makes room as expired, rather than have the new task refused, or evict it (which
-        would leave it unmarked). Counted as :meth:`pop_due_locked` counts, for the caller
+        would leave it unmarked). Counted as :meth:`pop_due` counts, for the caller
         to settle. None with a reading that failed (NaN).
         """
         if not self.queue.deadline_count or now != now:
             return []
-        return self.pop_due_locked(now)
+        return self.pop_due(now)
 
-    def next_deadline_locked(self) -> Optional[float]:
+    def next_deadline(self) -> Optional[float]:
         """When the timer must wake next: the earliest deadline, or rate slot while tasks wait."""
         deadline = self.queue.next_deadline()
         if not self.limits.timed or not self.queue:
@@ -334,7 +377,7 @@ class Backlog:
 
     # -- limits changed at run time ------------------------------------------------------------
 
-    def change_limits_locked(self, limit: str, value: Union[int, RateLimit, None]) -> None:
+    def change_limit(self, limit: str, value: Union[int, RateLimit, None]) -> None:
         """Set ``limit`` (``"rate_limit"``, ``"key_limit"``, ``"key_rate_limit"``), checked.
 
         If the clock raises, nothing changed and the error goes to the caller.
@@ -350,9 +393,9 @@ class Backlog:
                 limits.set_rate_limit_locked(value, now)
             else:
                 limits.set_key_rate_limit_locked(value, now)
-        self.limits_changed_locked()
+        self.limits_changed()
 
-    def limits_changed_locked(self) -> None:
+    def limits_changed(self) -> None:
         """After the limits changed: the queue's ordering, the fast path, the keys closed.
 
         A queue goes from one lane per key (``KeyedQueue``) to plain order, or back, in O(n),
@@ -367,11 +410,11 @@ class Backlog:
             reordered = self._new_queue()
             queue.move_to(reordered)
             self.queue = reordered
-        self.fast_submit = self.room.max_queued is None and not limits.any_set
+        self.fast_submit = self.max_queued is None and not limits.any_set
 
     # -- what it reports -----------------------------------------------------------------------
 
-    def statistics_locked(self, **sizes: Union[int, float, None]) -> ExecutorStatistics:
+    def statistics(self, **sizes: Union[int, float, None]) -> ExecutorStatistics:
         """The snapshot ``statistics()`` returns; ``sizes``: the owner's own fields."""
         counts, limits, queue = self.tally.totals(), self.limits, self.queue
         startable = 0 if self.paused else len(queue) - queue.held
@@ -401,7 +444,7 @@ class Backlog:
             outcomes=outcomes,
         )
 
-    def check_backlog(self, in_flight: int) -> None:
+    def check(self, in_flight: int) -> None:
         """Assert the policy's invariants in O(n), serialised; ``in_flight``: the owner's count.
 
         ``in_flight`` is every accepted task that is neither settled nor counted: queued,
@@ -410,12 +453,11 @@ class Backlog:
         queue, limits = self.queue, self.limits
         queue._check_invariants()
         assert self.running >= 0, "more tasks finished than started"
-        assert not (self.yield_until and self.paused), "submitters yield to a paused pool"
         assert 0 <= self.undecided <= self.settling, "more futures settled than taken out"
-        if self.room.max_queued is not None:
-            assert len(queue) <= self.room.max_queued, "more tasks queued than max_queued"
+        if self.max_queued is not None:
+            assert len(queue) <= self.max_queued, "more tasks queued than max_queued"
         assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-        assert self.fast_submit == (self.room.max_queued is None and not limits.any_set), (
+        assert self.fast_submit == (self.max_queued is None and not limits.any_set), (
             "fast path"
         )
         if isinstance(queue, KeyedQueue):
