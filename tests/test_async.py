@@ -290,7 +290,7 @@ def test_constructor_options_are_checked_as_on_the_thread_pool(kind: str) -> Non
         ValueError, match=exact("ageing must be a positive number or None, got -1 (int)")
     ):
         AsyncPriorityScheduler(ageing=-1)
-    assert AsyncPriorityScheduler(max_queued=1, when_full="reject")._core.room.when_full == "raise"
+    assert AsyncPriorityScheduler(max_queued=1, when_full="reject")._owner.core.when_full == "raise"
 
 
 # -- 2. run, and cancelling the caller ---------------------------------------------------------

@@ -31,7 +31,7 @@ from aio_support import (
 )
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
-from priority_executor._aio_core import COMPACT_SLACK
+from priority_executor._aio_owner import COMPACT_SLACK
 from support import exact
 
 
@@ -295,7 +295,7 @@ def test_run_deadlines_of_ended_tasks_neither_pile_up_nor_keep_their_futures(kin
         ended = [scheduler.submit(returning, n) for n in range(10 * COMPACT_SLACK)]
         await asyncio.gather(*ended)
         await settle()
-        assert len(scheduler._core.run_deadlines) <= 2 + COMPACT_SLACK + 1
+        assert len(scheduler._owner.run_deadlines) <= 2 + COMPACT_SLACK + 1
         kept = [weakref.ref(future) for future in ended]
         del ended
         gc.collect()
@@ -424,7 +424,7 @@ def test_a_task_cancelled_from_outside_holds_the_queue_until_the_next_call(kind:
         running = scheduler.submit(gate, "running")
         queued = scheduler.submit(recorder, "queued")
         await settle()
-        (task,) = scheduler._core.active  # what asyncio.all_tasks() hands a shutdown
+        (task,) = scheduler._owner.active  # what asyncio.all_tasks() hands a shutdown
         task.cancel()
         await settle()
         assert running.cancelled()
@@ -507,7 +507,7 @@ def test_a_result_set_by_hand_on_a_running_future_keeps_the_slot_until_the_end(
 
 
 @pytest.mark.parametrize("kind", LOOPS)
-def test_cancel_after_the_coroutine_finished_but_before_it_is_settled_returns_false(
+def test_a_finished_coroutine_is_settled_in_its_own_step_and_cancel_then_returns_false(
     kind: str,
 ) -> None:
     async def main() -> None:
@@ -521,9 +521,9 @@ def test_cancel_after_the_coroutine_finished_but_before_it_is_settled_returns_fa
 
         async def canceller() -> None:
             # Both started in one pump: quick's first (and only) step ran just before this
-            # one, in the same loop iteration; the scheduler settles its future in the next.
+            # one, in the same loop iteration, and settled its future as it ended.
             assert ran == ["quick"]
-            assert not futures[0].done()
+            assert futures[0].done(), "a finished coroutine left its future pending"
             assert not futures[0].cancel(), "a task that ran was reported cancelled"
 
         futures.append(scheduler.submit(quick))

@@ -4,7 +4,7 @@ The asyncio twin of ``PriorityThreadPoolExecutor``: at most ``concurrency`` coro
 once, the best queued one starts next (higher priority first, FIFO among equals), a queued
 task may have a deadline, and the pool's limits (``rate_limit``, ``key_limit``,
 ``key_rate_limit``) apply as they do to threads. The policy is the package's one backlog
-(``_backlog.py``), run on the event loop's thread by ``_aio_core.AsyncCore``; this module
+(``_core.py``), run on the event loop's thread by ``_aio_owner.AsyncOwner``; this module
 checks the arguments and holds the public surface.
 
 Everything runs on the one loop the scheduler is bound to, at its first ``submit``; nothing
@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any, Optional, TypeVar, Union, cast
 
-from ._aio_core import AWAIT, AsyncCore, ScheduledFuture, TaskFunction, close_coroutine
+from ._aio_owner import AWAIT, AsyncOwner, ScheduledFuture, TaskFunction, close_coroutine
 from ._limits import Limits
 from ._policy import (
     Number,
@@ -174,7 +174,7 @@ class AsyncPriorityScheduler:
         key_rate_limit: Union[RateLimit, tuple[int, float], None] = None,
         run_timeout: Optional[float] = None,
     ) -> None:
-        self._core = AsyncCore(
+        self._owner = AsyncOwner(
             concurrency=check_concurrency(concurrency),
             clock=time.monotonic if clock is None else check_clock(clock),
             ageing=check_ageing(ageing),
@@ -218,11 +218,11 @@ class AsyncPriorityScheduler:
             QueueFullError: ``max_queued`` tasks wait (see ``when_full``).
         """
         try:
-            level, timeout = check_task_options(priority, timeout, self._core.ageing)
+            level, timeout = check_task_options(priority, timeout, self._owner.core.ageing)
         except BaseException:
             close_coroutine(fn)
             raise
-        return self._submit_checked(fn, args, kwargs, level, timeout, None, self._core.run_timeout)
+        return self._submit_checked(fn, args, kwargs, level, timeout, None, self._owner.run_timeout)
 
     async def run(
         self,
@@ -261,7 +261,7 @@ class AsyncPriorityScheduler:
             args = AWAIT
         elif not callable(fn):
             raise TypeError(f"fn must be a coroutine function or a coroutine, got {describe(fn)}")
-        return self._core.submit(fn, args, kwargs, priority, timeout, key, run_timeout)
+        return self._owner.submit(fn, args, kwargs, priority, timeout, key, run_timeout)
 
     def options(
         self,
@@ -281,9 +281,9 @@ class AsyncPriorityScheduler:
             ValueError: ``priority`` is NaN, ``timeout`` negative or NaN, or ``run_timeout``
                 not a positive finite number.
         """
-        level, timeout = check_task_options(priority, timeout, self._core.ageing)
+        level, timeout = check_task_options(priority, timeout, self._owner.core.ageing)
         if isinstance(run_timeout, _Default):
-            running = self._core.run_timeout
+            running = self._owner.run_timeout
         else:
             running = check_seconds("run_timeout", run_timeout)
         return AsyncView(self, level, timeout, running, check_key(key))
@@ -300,28 +300,29 @@ class AsyncPriorityScheduler:
         """
         if not isinstance(future, asyncio.Future):
             raise TypeError(f"future must be an asyncio.Future, got {describe(future)}")
-        level, _ = check_task_options(priority, None, self._core.ageing)
-        core = self._core
-        if core.loop is not None and not core.loop.is_closed():
-            core.bind("set_priority()")
-        return core.requeue_locked(cast(Any, future), level)
+        level, _ = check_task_options(priority, None, self._owner.core.ageing)
+        owner = self._owner
+        if owner.loop is not None and not owner.loop.is_closed():
+            owner.bind("set_priority()")
+        return owner.core.requeue(cast(Any, future), level)
 
     # -- limits -------------------------------------------------------------------------------
 
     @property
     def concurrency(self) -> Union[int, float]:
         """The most coroutines running at once; settable while it runs."""
-        return self._core.concurrency
+        return self._owner.core.capacity
 
     @concurrency.setter
     def concurrency(self, value: Union[int, float]) -> None:
         concurrency = check_concurrency(value)
-        self._change("setting concurrency", lambda: setattr(self._core, "concurrency", concurrency))
+        core = self._owner.core
+        self._change("setting concurrency", lambda: setattr(core, "capacity", concurrency))
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:
         """At most ``starts`` starts in any ``per`` seconds; settable (None for no limit)."""
-        return self._core.limits.rate_limit
+        return self._owner.core.limits.rate_limit
 
     @rate_limit.setter
     def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
@@ -330,7 +331,7 @@ class AsyncPriorityScheduler:
     @property
     def key_limit(self) -> Optional[int]:
         """At most this many tasks of one key running at once; settable (None for no limit)."""
-        return self._core.limits.key_limit
+        return self._owner.core.limits.key_limit
 
     @key_limit.setter
     def key_limit(self, value: Optional[int]) -> None:
@@ -339,7 +340,7 @@ class AsyncPriorityScheduler:
     @property
     def key_rate_limit(self) -> Optional[RateLimit]:
         """``rate_limit`` for each key apart; settable (None for no limit)."""
-        return self._core.limits.key_rate_limit
+        return self._owner.core.limits.key_rate_limit
 
     @key_rate_limit.setter
     def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
@@ -348,10 +349,10 @@ class AsyncPriorityScheduler:
     @property
     def run_timeout(self) -> Optional[float]:
         """The seconds a coroutine may run (None for no limit), unless its view sets its own."""
-        return self._core.run_timeout
+        return self._owner.run_timeout
 
     def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
-        self._change(f"setting {name}", lambda: self._core.change_limits_locked(name, limit))
+        self._change(f"setting {name}", lambda: self._owner.core.change_limit(name, limit))
 
     def _change(self, what: str, change: Callable[[], None]) -> None:
         """Make a checked change on the scheduler's loop, then start what it now allows.
@@ -359,39 +360,41 @@ class AsyncPriorityScheduler:
         The loop is checked before anything changes. Before the first submit, or once the
         loop has closed, there is nothing to start.
         """
-        core = self._core
-        running = core.loop is not None and not core.loop.is_closed()
+        owner = self._owner
+        running = owner.loop is not None and not owner.loop.is_closed()
         if running:
-            core.bind(what)
+            owner.bind(what)
         change()
         if running:
-            core.restart()  # and the timer, for a rate slot
+            owner.restart()  # and the timer, for a rate slot
 
     # -- state --------------------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
         """How many tasks are queued."""
-        return len(self._core.queue)
+        return len(self._owner.core.queue)
 
     @property
     def active(self) -> int:
         """How many tasks have started and not yet finished (a cancelled one until it ends)."""
-        return self._core.running
+        return self._owner.core.running
 
     @property
     def paused(self) -> bool:
         """True between :meth:`pause` and :meth:`resume`."""
-        return self._core.paused
+        return self._owner.core.paused
 
     def pause(self) -> None:
         """Start no queued task until :meth:`resume`; running ones carry on."""
-        if not self._core.stopping:  # a closing scheduler drains its queue
-            self._core.paused = True
+        core = self._owner.core
+        if not core.stopping:  # a closing scheduler drains its queue
+            core.paused = True
 
     def resume(self) -> None:
         """Start queued tasks again, as many as may start."""
-        self._change("resume()", lambda: setattr(self._core, "paused", False))
+        core = self._owner.core
+        self._change("resume()", lambda: setattr(core, "paused", False))
 
     async def join(self, timeout: Optional[float] = None) -> bool:
         """Wait until nothing is queued or running, tasks submitted meanwhile included.
@@ -406,36 +409,37 @@ class AsyncPriorityScheduler:
                 for itself.
         """
         timeout = check_timeout(timeout)
-        core = self._core
-        if core.loop is None or core.quiet_locked():
+        owner = self._owner
+        core = owner.core
+        if owner.loop is None or core.quiet():
             return True
-        loop = core.bind("join()")
+        loop = owner.bind("join()")
         self._refuse_own_task("join()")
-        core.restart()  # a queue held since a Task was cancelled from outside moves on
-        if core.quiet_locked():  # what restart() found due has expired
+        owner.restart()  # a queue held since a Task was cancelled from outside moves on
+        if core.quiet():  # what restart() found due has expired
             return True
         waiter: asyncio.Future[bool] = loop.create_future()
-        core.idle.append(waiter)
-        core.joiners += 1
+        owner.idle.append(waiter)
+        core.watchers += 1
         timer = None if timeout is None else loop.call_later(timeout, _settle, waiter, False)
         try:
             return await waiter
         finally:
-            core.joiners -= 1
+            core.watchers -= 1
             if timer is not None:
                 timer.cancel()
-            if waiter in core.idle:
-                core.idle.remove(waiter)
+            if waiter in owner.idle:
+                owner.idle.remove(waiter)
 
     def _refuse_own_task(self, what: str) -> None:
         """Raise if one of the scheduler's own tasks calls ``what``, which waits for quiet.
 
         Call it in a coroutine, before anything changes.
         """
-        core = self._core
+        owner = self._owner
         # While the pump runs, only a coroutine that an eager task factory started inside it
         # can call: one of ours, not yet listed.
-        if core.pumping or asyncio.current_task() in core.active:
+        if owner.pumping or asyncio.current_task() in owner.active:
             raise RuntimeError(
                 f"cannot {what} from one of the scheduler's own tasks: it would wait for itself"
             )
@@ -463,26 +467,26 @@ class AsyncPriorityScheduler:
 
     def _loop_elsewhere(self) -> Optional[asyncio.AbstractEventLoop]:
         """The scheduler's loop if it runs, and in a thread other than this one's; else None."""
-        loop = self._core.loop
+        loop = self._owner.loop
         if loop is None or not loop.is_running() or _running_loop() is loop:
             return None
         return loop
 
     def _snapshot(self) -> ExecutorStatistics:
-        core = self._core
-        limit = core.concurrency
+        core = self._owner.core
+        limit = core.capacity
         free = math.inf if limit == math.inf else max(0, int(limit) - core.running)
-        return core.statistics_locked(
+        return core.statistics(
             workers=core.running,
             idle_workers=free,
             max_workers=None if limit == math.inf else int(limit),
         )
 
     def __repr__(self) -> str:
-        core = self._core
+        core = self._owner.core
         state = "closed" if core.stopping else "paused" if core.paused else "running"
         return (
-            f"<{type(self).__name__} {state} concurrency={core.concurrency}"
+            f"<{type(self).__name__} {state} concurrency={core.capacity}"
             f" queued={len(core.queue)} active={core.running}>"
         )
 
@@ -498,13 +502,13 @@ class AsyncPriorityScheduler:
                 for itself, or from another thread or loop; the scheduler is left as it
                 was, still open.
         """
-        core = self._core
-        if core.loop is None:
-            core.stopping = True
+        owner = self._owner
+        if owner.loop is None:
+            owner.core.stopping = True
             return
-        core.bind("aclose()")
+        owner.bind("aclose()")
         self._refuse_own_task("aclose()")
-        core.close(cancel_futures)
+        owner.close(cancel_futures)
         await self.join()
 
     async def __aenter__(self) -> AsyncPriorityScheduler:
@@ -524,21 +528,21 @@ class AsyncPriorityScheduler:
         if exc is None:
             await self.aclose()
             return
-        core = self._core
+        owner = self._owner
         self._refuse_own_task("aclose()")
-        core.stopping = True
-        if core.loop is not None:
-            core.cancel_queued()
-            core.cancel_running()
+        owner.core.stopping = True
+        if owner.loop is not None:
+            owner.cancel_queued()
+            owner.cancel_running()
             await self.join()
 
     def _check_invariants(self) -> None:
         """Check the scheduler's invariants in O(n); for tests."""
-        self._core.check_invariants()
+        self._owner.check_invariants()
 
     def _wake_timer(self) -> None:
         """Re-read the clock now (tests call this after moving a fake clock)."""
-        self._core.wake_timer()
+        self._owner.wake_timer()
 
 
 def _settle(waiter: asyncio.Future[bool], value: bool) -> None:

@@ -46,7 +46,6 @@ from ._rates import RateLimit
 from ._recording import Tally
 from ._stats import ExecutorStatistics, QueueFullError
 
-
 #: Bits of :attr:`Core.todo`: what the owner must do after a call (see the module docstring).
 OPENED = 1
 TIMER = 2
@@ -180,12 +179,12 @@ class Core:
         """Take the best queued task to start it: the one place a task leaves the queue to start.
 
         It is the best task that every limit allows now (``_limits.py``), counted ``running``
-        until its owner reports it by :meth:`finish`, and none while ``capacity`` run. One clock reading decides the
-        deadline race: an entry due is counted expired and added to ``unrun``, for the caller
-        to cancel once it no longer holds its lock, and the next one is taken. If the clock
-        raises, the task starts (its deadline cannot be decided) and the error is listed in
-        ``clock_errors``; under a rate limit, nothing starts until the timer can read the
-        clock again.
+        until its owner reports it by :meth:`finish`, and none while ``capacity`` run. One
+        clock reading decides the deadline race: an entry due is counted expired and added to
+        ``unrun``, for the caller to settle once unserialised, and the next one is taken. If
+        the clock raises, the task starts (its deadline cannot be decided) and the error is
+        listed in ``clock_errors``; under a rate limit, nothing starts until the timer can
+        read the clock again.
 
         Args:
             as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
@@ -457,9 +456,7 @@ class Core:
         if self.max_queued is not None:
             assert len(queue) <= self.max_queued, "more tasks queued than max_queued"
         assert limits.keyed == isinstance(queue, KeyedQueue), "queue ordering vs key limits"
-        assert self.fast_submit == (self.max_queued is None and not limits.any_set), (
-            "fast path"
-        )
+        assert self.fast_submit == (self.max_queued is None and not limits.any_set), "fast path"
         if isinstance(queue, KeyedQueue):
             limits.check(queue.closed)
         assert sum(state.running for state in limits.keys.values()) <= self.running

@@ -1,38 +1,40 @@
-"""The asyncio scheduler's core: the package's backlog, run on one event loop's thread.
+"""The asyncio owner: the package's :class:`~._core.Core`, run on one event loop's thread.
 
-:class:`AsyncCore` is a :class:`~._backlog.Backlog` (the queue, its orderings, ageing, the
-limits and the counts, shared with the thread pool) whose owner is an event loop. Every call
-is made on the loop's thread, so it needs no lock; it has no thread and no timer thread of
-its own, only one ``loop.call_later`` handle for the next deadline or rate slot. No user code
-runs inside its bookkeeping: a coroutine runs in its own Task, and a future's done-callbacks
-are scheduled by the loop (``call_soon``), never called from here.
+:class:`AsyncOwner` holds a ``Core`` (the queue, its orderings, ageing, capacity, the limits
+and the counts, shared with the thread pool) and owns only what a loop adds: binding to the
+loop, the Tasks, one ``loop.call_later`` handle for the next deadline or rate slot, and the
+``join()`` waiters. Every call is made on the loop's thread, so nothing needs a lock. No user
+code runs inside its bookkeeping: a coroutine runs in its own Task, and a future's
+done-callbacks are scheduled by the loop (``call_soon``), never called from here.
 
 The flows
 ---------
-1. **Submit.** :meth:`AsyncCore.submit` makes a :class:`ScheduledFuture` and its ``Entry``,
-   stamps it (``Backlog.stamp_locked``), makes room (``Room``), queues it, arms the timer for
-   its deadline and pumps.
-2. **Start.** :meth:`AsyncCore.pump` is the one place a task leaves the queue to start: while
-   fewer than ``concurrency`` tasks run it calls ``Backlog.take_locked`` and starts a Task for
-   what it took (:meth:`AsyncCore._start`). The start is counted (``running``) before the Task
+1. **Submit.** :meth:`AsyncOwner.submit` makes a :class:`ScheduledFuture` and its ``Entry``;
+   every check that can raise runs first (closing, the clock, a full queue); then the entry
+   is queued and counted, the timer armed for its deadline, and the pump run.
+2. **Start.** :meth:`AsyncOwner.pump` is the one place a task leaves the queue to start: it
+   calls ``Core.take`` (which starts none beyond ``capacity``) and starts a Task for what it
+   took (:meth:`AsyncOwner._start`). The start is counted (``running``) before the Task
    exists, so an eager task factory, which runs the coroutine inside ``create_task``, finds
    it counted; a submit from that coroutine queues, and the pump already running takes it.
-3. **Settle.** The Task's done-callback (:meth:`AsyncCore.reap`) settles the future from the Task
-   (whose exception is always retrieved), reports the outcome (``finished_locked``) and pumps:
-   a slot is freed only when the coroutine has really finished.
+3. **Settle.** The Task's coroutine (:func:`_run`) calls the task, then, as its last step,
+   :meth:`AsyncOwner.ended`, which settles the future, reports the outcome (``Core.finish``)
+   and pumps: a slot is freed only when the coroutine has really finished.
 4. **Cancel.** :meth:`ScheduledFuture.cancel` settles the future at once; a queued task then
-   leaves the queue in O(1) (``unqueue_locked``) and never starts, a running one has its Task
+   leaves the queue in O(1) (``Core.unqueue``) and never starts, a running one has its Task
    cancelled, and its slot stays taken until the coroutine ends.
-5. **Time.** :meth:`AsyncCore._on_timer` expires what the clock has passed and opens rate
-   slots (``pop_due_locked``), times out the running tasks past their ``run_timeout``
-   (``run_deadlines``), re-arms for the next, and pumps. Both kinds of deadline are on the
-   scheduler's clock; the handle waits the difference on the loop's. Every expiry (there,
-   at a submit with ``timeout=0``, or at a take that finds a task due) goes through
-   :meth:`AsyncCore._expire`, which marks the future expired, then cancels it with
-   :func:`deadline_message`.
+5. **Time.** :meth:`AsyncOwner._on_timer` expires what the clock has passed and opens rate
+   slots (``Core.pop_due``), times out the running tasks past their ``run_timeout``, re-arms
+   for the next, and pumps. Both kinds of deadline are on the scheduler's clock; the handle
+   waits the difference on the loop's. Every expiry goes through :meth:`AsyncOwner._expire`,
+   which marks the future expired, then cancels it with :func:`deadline_message`.
+
+What the core leaves to do (``Core.todo``) is applied by :meth:`AsyncOwner._apply`: the
+timer is re-armed, ``join()`` is woken once quiet; the pump that follows every call starts
+what a limit opened.
 
 Every accepted task is in exactly one place: ``submitted == completed + failed + cancelled +
-expired + queued + running`` (:meth:`AsyncCore.check_invariants`: "lost task").
+expired + queued + running`` (:meth:`AsyncOwner.check_invariants`: "lost task").
 """
 
 from __future__ import annotations
@@ -50,13 +52,12 @@ from inspect import CO_COROUTINE
 from types import FunctionType
 from typing import Any, Optional, TypeVar, Union
 
-from ._backlog import Backlog
 from ._claim import Outcome
+from ._core import SHRUNK, TIMER, Core
 from ._futures import EXPIRED_MARK, mark_expired
 from ._limits import Limits
 from ._policy import Number, WhenFull, describe, is_due
 from ._queue import NO_KWARGS, Entry
-from ._room import Room
 from ._timer import CLOCK_RETRY, log_clock_failure
 
 T = TypeVar("T")
@@ -81,23 +82,25 @@ class ScheduledFuture(asyncio.Future[T]):
     __slots__ = (
         EXPIRED_MARK,
         "_context",
-        "_core",
         "_entry",
+        "_owner",
         "_queue_timeout",
         "_run_id",
+        "_running",
         "_run_timeout",
         "_task",
         "_timed_out",
         "_timer",
     )
 
-    _core: Optional[AsyncCore]  # None once the scheduler is done with it
+    _owner: Optional[AsyncOwner]  # None once the scheduler is done with it
     _context: contextvars.Context  # the context of the submit, for the Task
     _queue_timeout: Optional[float]  # its submit's timeout, for the CancelledError's message
     _run_timeout: Optional[float]
     _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
     _task: Optional[asyncio.Task[Any]]  # its Task, once made
-    _run_id: Optional[int]  # its entry in the core's run deadlines, while it runs
+    _running: bool  # its Task has begun: a cancel reaches the coroutine through the Task
+    _run_id: Optional[int]  # its entry in the owner's run deadlines, while it runs
     _timer: Optional[asyncio.TimerHandle]  # its run_timeout on the loop's clock (see _start)
     _timed_out: bool
 
@@ -113,9 +116,9 @@ class ScheduledFuture(asyncio.Future[T]):
             return False  # it ran to an end: its outcome is the future's, one step later
         if not super().cancel(msg):
             return False
-        core = self._core
-        if core is not None:
-            core.cancelled(self)
+        owner = self._owner
+        if owner is not None:
+            owner.cancelled(self)
         return True
 
     def set_result(self, result: T) -> None:
@@ -129,9 +132,9 @@ class ScheduledFuture(asyncio.Future[T]):
         self._settled_by_hand()
 
     def _settled_by_hand(self) -> None:
-        core = self._core
-        if core is not None and self._entry is None:  # queued; a running one runs on
-            core.unqueue(self, cancelled=False)
+        owner = self._owner
+        if owner is not None and self._entry is None:  # queued; a running one runs on
+            owner.unqueue(self, cancelled=False)
 
     def _time_out(self) -> None:
         """``run_timeout`` passed: the future raises TimeoutError now; the coroutine is cancelled.
@@ -145,7 +148,8 @@ class ScheduledFuture(asyncio.Future[T]):
             self._timed_out = True
             error = RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
             asyncio.Future.set_exception(self, error)
-        task.cancel()
+        if self._running:
+            task.cancel()
 
 
 def deadline_message(timeout: float) -> str:
@@ -158,15 +162,49 @@ _set_result = asyncio.Future.set_result
 _set_exception = asyncio.Future.set_exception
 
 
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """The coroutine of a started task's Task: call ``fn`` there, in the submit's context."""
-    awaitable = fn(*args, **kwargs)
-    if not inspect.isawaitable(awaitable):
-        raise TypeError(
-            f"fn must return an awaitable, got {describe(awaitable)}: for a blocking function,"
-            " use loop.run_in_executor(pool.options(...), fn) with a PriorityThreadPoolExecutor"
-        )
-    return await awaitable
+async def _run(
+    owner: AsyncOwner,
+    future: ScheduledFuture[Any],
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> None:
+    """The coroutine of a started task's Task: run the task, then settle it and start the next.
+
+    The settling is the last step of the Task itself, not a done-callback, so that the loop
+    runs one callback per task less; the slot is freed once ``fn``'s coroutine has finished.
+    A future settled before the Task began (cancelled, timed out, set by hand) never calls
+    ``fn``: a Task is cancelled only once it has begun (``_running``), since a Task cancelled
+    before its first step would end without running this at all.
+    """
+    future._running = True
+    if args is AWAIT:
+        owner.coroutines.discard(fn)  # kept until now: closed if this never begins
+    if future.done():
+        if args is AWAIT:
+            fn.close()  # it will never run: no "never awaited" warning
+        owner.ended(future, None, None)
+        return
+    try:
+        if args is AWAIT:
+            result = await fn
+        elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
+            result = await fn(*args, **kwargs)  # an async def: no need to check what it returns
+        else:
+            awaitable = fn(*args, **kwargs)
+            if not inspect.isawaitable(awaitable):
+                raise TypeError(
+                    f"fn must return an awaitable, got {describe(awaitable)}: for a blocking"
+                    " function, use loop.run_in_executor(pool.options(...), fn) with a"
+                    " PriorityThreadPoolExecutor"
+                )
+            result = await awaitable
+    except BaseException as exc:
+        owner.ended(future, exc, None)
+        if not isinstance(exc, Exception):
+            raise  # a CancelledError ends the Task cancelled; KeyboardInterrupt goes on
+    else:
+        owner.ended(future, None, result)
 
 
 if sys.version_info >= (3, 11):
@@ -184,8 +222,8 @@ else:
         return context.run(loop.create_task, coro)  # the Task copies the context it runs in
 
 
-class AsyncCore(Backlog):
-    """The backlog of one ``AsyncPriorityScheduler``; see the module docstring."""
+class AsyncOwner:
+    """The loop's side of one ``AsyncPriorityScheduler``; see the module docstring."""
 
     def __init__(
         self,
@@ -198,17 +236,21 @@ class AsyncCore(Backlog):
         limits: Limits,
         run_timeout: Optional[float],
     ) -> None:
-        super().__init__(
-            clock=clock, ageing=ageing, limits=limits, room=Room(None, max_queued, when_full)
+        self.core = Core(
+            clock=clock,
+            ageing=ageing,
+            limits=limits,
+            capacity=concurrency,
+            max_queued=max_queued,
+            when_full=when_full,
         )
-        self.concurrency = concurrency
         self.run_timeout = run_timeout
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.active: dict[asyncio.Task[Any], ScheduledFuture[Any]] = {}  # by running Task
         self.pumping = False  # pump() is taking: a pump called meanwhile leaves it to it
         # A Task of ours was cancelled from outside the scheduler, as asyncio.run cancels
         # every task when its main coroutine returns: start nothing in its place until the
-        # scheduler is called again (see held_locked), or a Task created in the loop's
+        # scheduler is called again (see restart), or a Task created in the loop's
         # teardown would be destroyed pending.
         self.halted = False
         # The coroutine objects queued (submit(coro)), closed if the scheduler is collected
@@ -225,7 +267,6 @@ class AsyncCore(Backlog):
         self.run_deadlines: list[tuple[float, int]] = []
         self.running_until: dict[int, ScheduledFuture[Any]] = {}
         self.run_ids = itertools.count()
-        self.limits_changed_locked()
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -242,8 +283,10 @@ class AsyncCore(Backlog):
             loop = None
         if loop is not None and loop is self.loop:
             return loop
+        if loop is not None and self.loop is not None and self.loop.is_closed():
+            self._reap_abandoned()
         if loop is not None and (
-            self.loop is None or (self.loop.is_closed() and self.quiet_locked())
+            self.loop is None or (self.loop.is_closed() and self.core.quiet())
         ):
             self.loop, self.timer, self.timer_at = loop, None, None
             return loop
@@ -252,16 +295,29 @@ class AsyncCore(Backlog):
             " thread or loop, use asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)"
         )
 
+    def _reap_abandoned(self) -> None:
+        """Settle the Tasks of a closed loop that were cancelled before they began.
+
+        ``asyncio.run``'s end cancels every Task; one cancelled before its first step ends
+        without running its coroutine (:func:`_run`), so its task is counted cancelled here.
+        """
+        for task, future in list(self.active.items()):
+            if task.done() and not future._running:
+                self.halted = True  # start nothing on the closed loop
+                self.ended(future, asyncio.CancelledError(), None)
+        self.halted = False
+
+    def _apply(self, todo: int) -> None:
+        """Do what the core left to do (``Core.todo``); the pump that follows starts tasks."""
+        if todo & TIMER:
+            self.arm()
+        if todo & SHRUNK and self.idle and self.core.quiet():
+            for waiter in self.idle:
+                if not waiter.done():
+                    waiter.set_result(True)
+            self.idle.clear()
+
     # -- 1. submit ----------------------------------------------------------------------------
-
-    def check_accepting_locked(self, priority: Number, view_state: Any = None) -> None:
-        """Refuse new work once closing, as the standard pool does after shutdown."""
-        if self.stopping:
-            self.tally.add("rejected", priority)
-            raise RuntimeError("cannot schedule new futures after shutdown")
-
-    def is_own_thread_locked(self, thread: object) -> bool:
-        return False  # for Room: a submit here never blocks ("block" is refused when made)
 
     def submit(
         self,
@@ -286,63 +342,59 @@ class AsyncCore(Backlog):
                 close_coroutine(fn)  # refused: it will never run
                 raise
         future: ScheduledFuture[T] = ScheduledFuture(loop=loop)
-        future._core, future._context = self, contextvars.copy_context()
+        future._owner, future._context = self, contextvars.copy_context()
         future._run_timeout, future._entry = run_timeout, None
         future._queue_timeout = timeout
         future._task = future._timer = None
         future._timed_out = False
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
         entry = Entry(future, fn, args, kwargs or NO_KWARGS, priority, None, key)  # type: ignore[arg-type]
+        core = self.core
+        # Decide: every check that can raise runs before anything changes.
         try:
-            if self.stopping:
-                self.check_accepting_locked(priority)
-            rank, expired = self.stamp_locked(entry, timeout)
+            if core.stopping:
+                core.reject(priority)
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            rank, expired = core.stamp(entry, timeout)
             evict = None
-            if (
-                self.room.max_queued is not None
-                and not expired
-                and self.room.full_locked(self.queue)
-            ):
-                due = self.room_of_due_locked(entry.queued_at)
-                for late in due:
-                    self._expire(late)
-                if due:
-                    self.settled_locked(len(due))
-                if self.room.full_locked(self.queue):
-                    evict, _ = self.room.make_room_locked(self, entry, rank, None)
+            if not expired and core.full():
+                self._expire_all(core.room_of_due(entry.queued_at))
+                if core.full():
+                    evict = core.make_room(entry, rank)  # "block" is refused when made
         except BaseException:
             self._discard(entry)
             raise
-        self.tally.submitted += 1
+        # Commit.
+        core.tally.submitted += 1
         if expired:
-            self.tally.add("expired", priority)
+            core.tally.add("expired", priority)
             self._expire(entry)
             return future
         if evict is not None:
-            self.queue.remove(evict)
-            self.tally.evicted(evict.priority)
+            core.queue.remove(evict)
+            core.tally.evicted(evict.priority)
             self._discard(evict).cancel()
-        self.queue.push(entry, rank)
+        core.queue.push(entry, rank)
         if args is AWAIT:
             self.coroutines.add(fn)
         self.halted = False
-        if entry.deadline is not None or self.limits.timed:
+        if entry.deadline is not None or core.limits.timed:
             self.arm()
-        if self.running < self.concurrency:
+        if core.running < core.capacity:
             self.pump()
         return future
 
     # -- 2. start -----------------------------------------------------------------------------
 
     def pump(self) -> None:
-        """Start the best queued tasks while slots are free: the one place a task starts."""
+        """Start the best queued tasks while the core lets them: the one place a task starts."""
         if self.pumping or self.halted:
             return
         self.pumping = True
-        unrun = self.unrun
+        core, unrun = self.core, self.unrun
         try:
-            while self.running < self.concurrency:
-                entry = self.take_locked(unrun)
+            while True:
+                entry = core.take(unrun)
                 if entry is None:
                     break
                 self._start(entry)
@@ -353,8 +405,10 @@ class AsyncCore(Backlog):
                 del unrun[:]
                 for entry in expired:
                     self._expire(entry)
-                self.settled_locked(len(expired))
-            if self.clock_errors:
+                core.settled(len(expired))
+            if core.todo:
+                self._apply(core.take_todo())
+            if core.clock_errors:
                 self._log_clock_errors()
 
     def _start(self, entry: Entry) -> None:
@@ -362,34 +416,30 @@ class AsyncCore(Backlog):
         future: ScheduledFuture[Any] = entry.future  # type: ignore[assignment]  # see submit
         if future.done():  # its result was set by hand while it was queued
             self._discard(entry)
-            self.finished_locked("cancelled" if future.cancelled() else "completed", entry)
+            self.core.finish("cancelled" if future.cancelled() else "completed", entry)
             return
         loop = self.loop
         assert loop is not None
         fn, args, kwargs = entry.fn, entry.args, entry.kwargs
-        if args is AWAIT:
-            self.coroutines.discard(fn)
         entry.detach()  # the future keeps what it needs: the entry's key, priority and times
-        future._entry, future._run_id = entry, None
-        coro: Any = None
+        future._entry, future._run_id, future._running = entry, None, False
+        coro = _run(self, future, fn, args, kwargs)
         try:
-            if args is AWAIT:
-                coro = fn
-            elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
-                coro = fn(*args, **kwargs)  # an async def: calling it runs none of its code
-            else:
-                coro = _call(fn, args, kwargs)
-            task = future._task = _create_task(loop, coro, future._context)
+            task = _create_task(loop, coro, future._context)
         except Exception as exc:  # a task factory that raised, say
-            future._core = future._entry = None
-            if inspect.iscoroutine(coro):
-                coro.close()  # it will never run: no "never awaited" warning
+            future._owner = future._entry = None
+            coro.close()
+            if args is AWAIT:
+                self.coroutines.discard(fn)
+                close_coroutine(fn)  # it will never run: no "never awaited" warning
             if not future.done():
                 _set_exception(future, exc)
-            self.finished_locked("failed", entry)
+            self.core.finish("failed", entry)
             return
+        if task.done():
+            return  # an eager task factory ran it to its end, settled, inside create_task
+        future._task = task
         self.active[task] = future
-        task.add_done_callback(self.reap)
         if future.cancelled():  # by its own coroutine, started by an eager task factory
             task.cancel()
         elif future._run_timeout is not None:
@@ -439,17 +489,23 @@ class AsyncCore(Backlog):
                 future._run_id = None
                 future._time_out()  # settles the future, cancels its Task: no user code
 
-    def reap(self, task: asyncio.Task[Any]) -> None:
-        """A started task's Task is done: settle its future, free its slot, start the next."""
-        future = self.active.pop(task)
+    # -- 3. settle ----------------------------------------------------------------------------
+
+    def ended(
+        self, future: ScheduledFuture[Any], error: Optional[BaseException], result: Any
+    ) -> None:
+        """A started task's coroutine ended (with ``error`` or ``result``), in its Task: settle
+        its future, free its slot, start the next."""
+        task = future._task
+        if task is not None:
+            del self.active[task]
         entry = future._entry
         assert entry is not None
         if future._timer is not None:
             future._timer.cancel()
         if future._run_id is not None:
             self._forget_run(future._run_id)
-        future._core = future._entry = future._task = future._timer = future._run_id = None
-        error = None if task.cancelled() else task.exception()  # retrieved, whatever comes
+        future._owner = future._entry = future._task = future._timer = future._run_id = None
         outcome: Outcome
         if future._timed_out:
             outcome = "failed"  # it raised TimeoutError at its run_timeout
@@ -457,20 +513,23 @@ class AsyncCore(Backlog):
             outcome = "cancelled"  # by its user, or by its own coroutine
         elif future.done():
             outcome = "completed"  # its result was set by hand while it ran
-        elif task.cancelled():
-            future.cancel()  # its core is gone: this settles it, and does nothing else
+        elif isinstance(error, asyncio.CancelledError):
+            future.cancel()  # its owner is gone: this settles it, and does nothing else
             outcome = "cancelled"
-            if _cancelled_from_outside(task):
+            if _cancelled_from_outside():
                 self.halted = True
         elif error is None:
-            _set_result(future, task.result())
+            _set_result(future, result)
             outcome = "completed"
         else:
             _set_exception(future, error)
             outcome = "failed"
-        self.finished_locked(outcome, entry)
-        if self.queue.entries:
+        core = self.core
+        core.finish(outcome, entry)
+        if core.queue.entries:
             self.pump()
+        elif core.todo:
+            self._apply(core.take_todo())
 
     # -- 4. cancel ----------------------------------------------------------------------------
 
@@ -478,39 +537,24 @@ class AsyncCore(Backlog):
         """``future`` was cancelled by its user: unqueue its task, or cancel its Task."""
         if future._entry is None:
             self.unqueue(future, cancelled=True)
-        elif future._task is not None:
+        elif future._running and future._task is not None:
             future._task.cancel()  # its slot is freed when the coroutine ends
 
     def unqueue(self, future: ScheduledFuture[Any], cancelled: bool) -> None:
         """Take out the task of a future settled while queued, by a cancel or by hand."""
-        entry = self.unqueue_locked(future, cancelled)  # type: ignore[arg-type]  # see submit
+        core = self.core
+        entry = core.unqueue(future, cancelled)  # type: ignore[arg-type]  # see submit
         if entry is not None:
             self._discard(entry)
-
-    # -- the hooks of the backlog --------------------------------------------------------------
-
-    def opened_locked(self, now: float) -> None:
-        """Keys or a rate slot opened: the pump that follows every call starts them."""
-
-    def wake_timer_locked(self) -> None:
-        self.arm()
-
-    def shrunk_locked(self) -> None:
-        if self.joiners and self.quiet_locked():
-            for waiter in self.idle:
-                if not waiter.done():
-                    waiter.set_result(True)
-            self.idle.clear()
-
-    def emptied_locked(self) -> None:
-        """Nothing to do: a closing scheduler's ``aclose()`` waits for quiet by ``join()``."""
+        if core.todo:
+            self._apply(core.take_todo())
 
     # -- 5. time ------------------------------------------------------------------------------
 
     def arm(self) -> None:
         """Have the timer fire by the next deadline, run deadline or rate slot, if it would
         fire later."""
-        when = self.next_deadline_locked()
+        when = self.core.next_deadline()
         run = self.next_run_deadline()
         if run is not None and (when is None or run < when):
             when = run
@@ -518,7 +562,7 @@ class AsyncCore(Backlog):
             return  # nothing to wait for, or an earlier call comes: it re-arms
         loop = self.loop
         assert loop is not None
-        now = self.read_clock()
+        now = self.core.read_clock()
         delay = CLOCK_RETRY if isinstance(now, Exception) else max(0.0, when - now)
         if self.timer is not None:
             self.timer.cancel()
@@ -528,7 +572,7 @@ class AsyncCore(Backlog):
     def _on_timer(self) -> None:
         """Expire what is due, open the rate slots passed, re-arm, and start what may start."""
         self.timer = self.timer_at = None
-        now = self.read_clock()
+        now = self.core.read_clock()
         if isinstance(now, Exception):
             log_clock_failure(now)
             loop = self.loop
@@ -536,11 +580,7 @@ class AsyncCore(Backlog):
             self.timer_at = -math.inf  # any later arm() waits for this retry
             self.timer = loop.call_later(CLOCK_RETRY, self._on_timer)
             return
-        due = self.pop_due_locked(now)
-        for entry in due:
-            self._expire(entry)
-        if due:
-            self.settled_locked(len(due))
+        self._expire_all(self.core.pop_due(now))
         if self.run_deadlines:
             self._time_out_runs(now)
         self.arm()
@@ -559,31 +599,42 @@ class AsyncCore(Backlog):
         self._on_timer()
 
     def _log_clock_errors(self) -> None:
-        while self.clock_errors:
-            log_clock_failure(self.clock_errors.pop(0))
+        errors = self.core.clock_errors
+        while errors:
+            log_clock_failure(errors.pop(0))
 
     # -- 6. closing ---------------------------------------------------------------------------
 
     def close(self, cancel_futures: bool) -> None:
         """Refuse new work; cancel what is queued if asked; a paused scheduler resumes."""
-        self.stopping = True
+        self.core.stopping = True
         self.halted = False
         if cancel_futures:
             self.cancel_queued()
-        self.paused = False
+        self.core.paused = False
         self.pump()
 
     def cancel_queued(self) -> None:
-        drained = self.drain_locked("cancelled")
+        core = self.core
+        drained = core.drain("cancelled")
         for entry in drained:
             self._discard(entry).cancel()
-        self.settled_locked(len(drained))
+        core.settled(len(drained))
+        self._apply(core.take_todo())
 
     def cancel_running(self) -> None:
         """Cancel every running task, also one whose future is already settled."""
         for task, future in list(self.active.items()):
             future.cancel()
-            task.cancel()
+            if future._running:  # a Task yet to begin finds its future cancelled
+                task.cancel()
+
+    def _expire_all(self, due: list[Entry]) -> None:
+        """Expire the entries the core took out as due, and count them settled."""
+        if due:
+            for entry in due:
+                self._expire(entry)
+            self.core.settled(len(due))
 
     def _expire(self, entry: Entry) -> None:
         """Cancel the future of a task whose queue deadline passed, marked so, with its reason.
@@ -594,7 +645,8 @@ class AsyncCore(Backlog):
         """
         future = self._discard(entry)
         if future.done():
-            self.tally.overtaken(entry.priority, "cancelled" if future.cancelled() else "completed")
+            outcome = "cancelled" if future.cancelled() else "completed"
+            self.core.tally.overtaken(entry.priority, outcome)
             return
         timeout = future._queue_timeout
         assert timeout is not None, "a task with no deadline expired"
@@ -609,22 +661,25 @@ class AsyncCore(Backlog):
         """
         awaitable, args = entry.fn, entry.args
         future: ScheduledFuture[Any] = entry.detach()  # type: ignore[assignment]  # see submit
-        future._core = None
+        future._owner = None
         if args is AWAIT:
             self.coroutines.discard(awaitable)
             awaitable.close()  # type: ignore[attr-defined]  # a coroutine, as AWAIT says
         return future
 
     def check_invariants(self) -> None:
-        """Check the backlog's and the core's invariants in O(n); for tests."""
-        self.check_backlog(len(self.queue) + self.running)
-        assert len(self.active) <= self.running, "a Task runs that is not counted"
-        assert self.running <= len(self.active), "a start is counted with no Task"
-        if not self.paused:
-            assert self.running >= min(self.concurrency, self.running + self.waiting_locked()) or (
-                self.pumping
-            ), "a slot is free while a task that may start waits"
-        earliest = self.next_deadline_locked()  # a deadline, or a rate slot tasks wait for
+        """Check the core's and the owner's invariants in O(n); for tests."""
+        core = self.core
+        core.check(len(core.queue) + core.running)
+        assert not core.todo or self.pumping, "the core left something undone"
+        assert len(self.active) <= core.running, "a Task runs that is not counted"
+        assert core.running <= len(self.active), "a start is counted with no Task"
+        if not core.paused:
+            free = core.capacity - core.running
+            assert free <= 0 or not core.startable() or self.pumping or self.halted, (
+                "a slot is free while a task that may start waits"
+            )
+        earliest = core.next_deadline()  # a deadline, or a rate slot tasks wait for
         live = self.running_until
         runs = [deadline for deadline, run_id in self.run_deadlines if run_id in live]
         assert len(runs) == len(live), "a running task's run deadline is lost"
@@ -638,18 +693,19 @@ class AsyncCore(Backlog):
 
 if sys.version_info >= (3, 11):
 
-    def _cancelled_from_outside(task: asyncio.Task[Any]) -> bool:
-        """A ``cancel()`` of the Task itself, as ``asyncio.run``'s end makes: not of ours.
+    def _cancelled_from_outside() -> bool:
+        """The running Task (ours) had a ``cancel()`` of its own, as ``asyncio.run``'s end makes.
 
         Every cancel of ours goes through the task's future, which is cancelled first; a
         Task that ends with a CancelledError it raised itself (an awaited future was
         cancelled) has had no ``cancel()`` at all.
         """
-        return task.cancelling() > 0
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
 
 else:
 
-    def _cancelled_from_outside(task: asyncio.Task[Any]) -> bool:
+    def _cancelled_from_outside() -> bool:
         """Before 3.11 a Task does not say whether it was cancelled: never taken to be.
 
         asyncio.run's end may then start a Task in a cancelled one's place, which the loop's
