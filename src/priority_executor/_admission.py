@@ -33,8 +33,8 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
   ``max_queued`` and ``when_full``. The rate and key limits and the runner's size (the
   core's ``capacity``) change only under the lock (``Core.change_limit``,
   ``Runner.resize_locked``).
-- ``core.watchers`` is ``room.blocked + joiners``: the core asks for a wake-up
-  (``SHRUNK``) from its hot paths only while someone waits for one.
+- ``core.watchers`` is ``room.blocked + joiners``, changed with them in one statement: the
+  core asks for a wake-up (``SHRUNK``) from its hot paths only while someone waits for one.
 - Lock order: it may be held while a Future's own lock is taken (only to read or claim it,
   which runs no callback), never the reverse; no other lock of the package is taken while it
   is held. Park locks (an idle worker's, the timer's) are only released under it.
@@ -44,11 +44,11 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
   race; it must be a plain function of time, like ``time.monotonic``.
 - Every ``*_locked`` method, and every call of the core, is made with it held and never
   blocks (but ``Room.wait_locked`` and ``Room.sleep_locked``, which wait on a Condition of
-  this lock). What must happen after
-  unlocking (a claim, a cancel, ``Thread.start``) is listed under the lock and done by the
-  caller after. The lists (``evicted``, ``clock_errors``, the runner's ``unstarted``) are read
-  as hints without the lock, so that if an exception cuts the caller short, the next
-  ``submit``, ``join()`` or ``shutdown()`` finishes the job.
+  this lock). What must happen after unlocking (a claim, a cancel, ``Thread.start``) is
+  listed under the lock and done by the caller after. The lists (the core's ``evicted`` and
+  ``clock_errors``, the runner's ``unstarted``) are read as hints without the lock, so that
+  if an exception cuts the caller short, the next ``submit``, ``join()`` or ``shutdown()``
+  finishes the job.
 - It is taken by a ``with`` statement, except on the hot paths (``submit``, a worker's
   turn, a front's report of a task that ended): see ``_lock.py``.
 
@@ -56,10 +56,11 @@ The flows
 ---------
 1. **Submit to start.** :meth:`submit` makes the Future and its ``Entry`` and, under the lock,
    :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
-   the entry (``Core.stamp``), applies backpressure (``Core.make_room``, ``Room.wait_locked``) and
-   signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
-   it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
-   starts a thread counted in, and ``Settler.settle_deferred`` cancels an evicted task.
+   the entry (``Core.stamp``), applies backpressure (``Core.make_room``, and
+   ``Room.wait_locked`` for "block") and signals the timer for an earlier deadline;
+   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``.
+   After unlocking, ``Runner.start_pending`` starts a thread counted in, and
+   ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
    (``_limits.py``; under key limits the queue is a ``_keyed.KeyedQueue``), counted
    ``running``; an entry found past its deadline on the way is counted expired, for the
@@ -427,7 +428,8 @@ class Admission(Generic[RunnerT]):
         core = self.core
         core.finish(outcome, entry, keyed)
         core.settling += 1
-        self.act_locked()
+        if core.todo:
+            self.act_locked()
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""

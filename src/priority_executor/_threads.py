@@ -139,6 +139,7 @@ class ThreadRunner:
         assert 0 <= self.arriving <= workers, "arriving count is off"
         assert len(self.idle) <= workers, "more idle workers than threads"
         assert workers <= max(self.max_workers, self.peak), "more threads than max_workers"
+        assert self.admission.core.capacity == self.max_workers, "capacity is not max_workers"
         assert not self.threads & self.starting, "a thread both started and starting"
         assert set(self.unstarted) <= self.starting, "an unstarted thread is not counted in"
         if self.idle and self.admission.core.startable():
