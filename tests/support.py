@@ -146,15 +146,15 @@ def in_thread(fn: Callable[[], T], name: Optional[str] = None) -> InThread[T]:
 class Internals:
     """The private state of a pool that tests read; the one place that knows where it lives.
 
-    It holds the pool's core, not the pool, so keeping it (or one of its bound methods, as
+    It holds the pool's admission, not the pool, so keeping it (or one of its bound methods, as
     :meth:`FakeClock.attach <conftest.FakeClock.attach>` does) does not keep a dropped pool
     alive. The methods that return a number read it under the pool's lock, so they must not be
     called with that lock held.
     """
 
-    def __init__(self, core: AdmissionControl[Any]) -> None:
-        self._core = core
-        self._runner = core.runner
+    def __init__(self, admission: AdmissionControl[Any]) -> None:
+        self._admission = admission
+        self._runner = admission.runner
 
     @property
     def _threads(self) -> ThreadRunner:
@@ -171,96 +171,96 @@ class Internals:
     @property
     def lock(self) -> threading.Lock:
         """The pool's lock: it guards the queue, the counts and the thread bookkeeping."""
-        return self._core.lock
+        return self._admission.lock
 
     @property
     def queue(self) -> QueueBase:
         """The queue object (``len()``, ``entries``, ``deadline_count``, ``next_deadline()``)."""
-        return self._core.queue
+        return self._admission.core.queue
 
     @property
     def timer(self) -> DeadlineTimer:
         """The deadline timer (``park``, ``target``, ``thread``, guarded by the lock)."""
-        return self._core.timer
+        return self._admission.timer
 
     def queued(self) -> int:
         """How many tasks are queued."""
-        with self._core.lock:
-            return len(self._core.queue)
+        with self._admission.lock:
+            return len(self._admission.core.queue)
 
     def blocked(self) -> int:
         """How many submits wait for room in a full queue."""
-        with self._core.lock:
-            return self._core.room.blocked
+        with self._admission.lock:
+            return self._admission.room.blocked
 
     def jump_window_open(self) -> bool:
         """Whether a jump window is open: a task went ahead of queued ones, none taken since."""
-        with self._core.lock:
-            return bool(self._core.yield_until)
+        with self._admission.lock:
+            return bool(self._admission.yield_until)
 
     def joiners(self) -> int:
         """How many ``join()`` calls wait."""
-        with self._core.lock:
-            return self._core.joiners
+        with self._admission.lock:
+            return self._admission.joiners
 
     def idle_workers(self) -> int:
         """How many worker threads are parked, waiting for a task."""
-        with self._core.lock:
+        with self._admission.lock:
             return len(self._threads.idle)
 
     def idle_and_started(self) -> tuple[int, int]:
         """``(parked workers, started workers)``, read together."""
-        with self._core.lock:
+        with self._admission.lock:
             return len(self._threads.idle), len(self._threads.threads)
 
     def worker_counts(self) -> tuple[int, int, int]:
         """``(wakes, arriving, starting)``: wake-ups not yet taken, threads counted in that
         have not reached their loop, threads counted in but not yet started."""
-        with self._core.lock:
+        with self._admission.lock:
             runner = self._threads
             return runner.wakes, runner.arriving, len(runner.starting)
 
     @property
     def limits(self) -> Limits:
         """The rate and key limits (``keys``: the state of each key), guarded by the lock."""
-        return self._core.limits
+        return self._admission.core.limits
 
     def key_states(self) -> int:
         """How many keys the limits keep state for (a task running, or starts in a window)."""
-        with self._core.lock:
-            return len(self._core.limits.keys)
+        with self._admission.lock:
+            return len(self._admission.core.limits.keys)
 
     def lanes(self) -> int:
         """How many keys have a lane in the queue (tasks queued); 0 for a queue without lanes."""
-        with self._core.lock:
-            queue = self._core.queue
+        with self._admission.lock:
+            queue = self._admission.core.queue
             return len(queue.lanes) if isinstance(queue, KeyedQueue) else 0
 
     def held(self) -> int:
         """How many queued tasks their key's limits hold back."""
-        with self._core.lock:
-            return self._core.queue.held
+        with self._admission.lock:
+            return self._admission.core.queue.held
 
     def timer_sleeps_until(self, target: Optional[float]) -> bool:
         """True if the timer has handled every wake-up and sleeps until ``target``."""
-        with self._core.lock:
-            return self._core.timer.park.locked() and self._core.timer.target == target
+        with self._admission.lock:
+            return self._admission.timer.park.locked() and self._admission.timer.target == target
 
     def wake_timer(self) -> None:
         """Make the deadline timer re-read the clock now."""
-        self._core.wake_timer()
+        self._admission.wake_timer()
 
     def patch_cancel_hook(
         self, monkeypatch: pytest.MonkeyPatch, wrapper: Callable[[CancelHook, Future[Any]], None]
     ) -> None:
         """Route the done-callback that the pool adds to each future it accepts through
         ``wrapper(real_hook, future)``, for the futures submitted from now on."""
-        real_hook: CancelHook = self._core.on_done
+        real_hook: CancelHook = self._admission.on_done
 
         def hook(future: Future[Any]) -> None:
             wrapper(real_hook, future)
 
-        monkeypatch.setattr(self._core, "on_done", hook)
+        monkeypatch.setattr(self._admission, "on_done", hook)
 
 
 def internals(pool: Union[PriorityThreadPoolExecutor, PriorityExecutor, PoolView]) -> Internals:

@@ -260,5 +260,5 @@ def test_queued_by_priority_stays_small_when_every_priority_is_new() -> None:
             gate.open()
             assert not wait(futures, TIMEOUT).not_done
             pool._check_invariants()  # it asserts that at most KEEP_ZEROS zero counts are kept
-            assert len(pool._admission.queue.by_priority) <= KEEP_ZEROS
+            assert len(pool._admission.core.queue.by_priority) <= KEEP_ZEROS
             assert pool.statistics().queued_by_priority == {}

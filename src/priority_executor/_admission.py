@@ -9,23 +9,32 @@ the one place where a task leaves the queue to start. Neither holds a reference 
 executor: the pool's threads must not keep it alive, or a pool dropped without ``shutdown()``
 would never be collected and its threads never exit.
 
-The policy itself (the ordering, ageing, the limits, the take, the counts) is the
-:class:`~._backlog.Backlog` that Admission extends, shared with the asyncio scheduler; Admission
-adds what threads need: the lock, the timer thread, blocking backpressure, the callback
-threads and the runner.
+The policy itself (the ordering, ageing, ``max_queued``, capacity, the limits, the take, the
+counts) is a :class:`~._core.Core`, ``Admission.core``, the component the asyncio scheduler
+composes too; Admission adds what threads need: the lock, the timer thread, the wait of a
+blocking submit (``Room``), the jump window (``yield_until``), the callback threads and the
+runner. Every core call is made under the lock. A core call that leaves work for the owner
+(``Core.todo``: wake takers, re-arm the timer, wake waiters) is followed, still under the
+lock, by :meth:`Admission.act_locked`, which does it; so the owner's calls that wrap one
+(:meth:`take_locked`, :meth:`finished_locked`, :meth:`settled_locked`, :meth:`drain_locked`,
+:meth:`pop_due_locked`) are what the runner and the settler call.
 
 The lock
 --------
 ``Admission.lock`` is the pool's only lock. The runner, the timer, the callback threads and
 backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child`` replaces it.
 
-- Guarded: the queue and every queued ``Entry``; ``running``, ``settling``, ``undecided``,
-  ``evicted``, ``clock_errors``, ``paused``, ``shutdown``, ``stopping``, ``broken``,
-  ``broken_error``, ``tally``, ``joiners``, ``fast_submit``; the state of the limits
-  (``_limits.Limits``), the room, the timer, the callback threads and the runner.
-- Fixed after construction: ``clock``, ``ageing``, ``broken_type``, ``name``, the room's limits.
-  The rate and key limits and the runner's size change only under the lock
-  (``_limits_changed_locked``, ``Runner.resize_locked``).
+- Guarded: the core (its queue and every queued ``Entry``, ``running``, ``settling``,
+  ``undecided``, ``evicted``, ``clock_errors``, ``paused``, ``stopping``, ``tally``,
+  ``fast_submit``, ``watchers``, ``todo``, ``capacity`` and the state of its limits,
+  ``_limits.Limits``); ``shutdown``, ``broken``, ``broken_error``, ``joiners``,
+  ``yield_until``; the room, the timer, the callback threads and the runner.
+- Fixed after construction: ``broken_type``, ``name``, and the core's ``clock``, ``ageing``,
+  ``max_queued`` and ``when_full``. The rate and key limits and the runner's size (the
+  core's ``capacity``) change only under the lock (``Core.change_limit``,
+  ``Runner.resize_locked``).
+- ``core.watchers`` is ``room.blocked + joiners``, changed with them in one statement: the
+  core asks for a wake-up (``SHRUNK``) from its hot paths only while someone waits for one.
 - Lock order: it may be held while a Future's own lock is taken (only to read or claim it,
   which runs no callback), never the reverse; no other lock of the package is taken while it
   is held. Park locks (an idle worker's, the timer's) are only released under it.
@@ -33,12 +42,13 @@ backpressure (``Room``) use it; none keeps a copy, since ``after_fork_in_child``
   inside ``Future.cancel``, ``set_result`` and ``set_exception``) or a logging handler. The one
   exception is the clock, read under the lock so that one reading decides each deadline
   race; it must be a plain function of time, like ``time.monotonic``.
-- Every ``*_locked`` method is called with it held and never blocks (but
-  ``Room.make_room_locked``, which waits on a Condition of this lock). What must happen after
-  unlocking (a claim, a cancel, ``Thread.start``) is listed under the lock and done by the
-  caller after. The lists (``evicted``, ``clock_errors``, the runner's ``unstarted``) are read
-  as hints without the lock, so that if an exception cuts the caller short, the next
-  ``submit``, ``join()`` or ``shutdown()`` finishes the job.
+- Every ``*_locked`` method, and every call of the core, is made with it held and never
+  blocks (but ``Room.wait_locked`` and ``Room.sleep_locked``, which wait on a Condition of
+  this lock). What must happen after unlocking (a claim, a cancel, ``Thread.start``) is
+  listed under the lock and done by the caller after. The lists (the core's ``evicted`` and
+  ``clock_errors``, the runner's ``unstarted``) are read as hints without the lock, so that
+  if an exception cuts the caller short, the next ``submit``, ``join()`` or ``shutdown()``
+  finishes the job.
 - It is taken by a ``with`` statement, except on the hot paths (``submit``, a worker's
   turn, a front's report of a task that ended): see ``_lock.py``.
 
@@ -46,21 +56,24 @@ The flows
 ---------
 1. **Submit to start.** :meth:`submit` makes the Future and its ``Entry`` and, under the lock,
    :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
-   the entry (``_policy.rank_of``), applies backpressure (``Room.make_room_locked``) and
-   signals the timer for an earlier deadline; :meth:`_accept_locked` then queues and counts
-   it and calls ``Runner.queued_locked``. After unlocking, ``Runner.start_pending``
-   starts a thread counted in, and ``Settler.settle_deferred`` cancels an evicted task.
+   the entry (``Core.stamp``), applies backpressure (``Core.make_room``, and
+   ``Room.wait_locked`` for "block") and signals the timer for an earlier deadline;
+   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``.
+   After unlocking, ``Runner.start_pending`` starts a thread counted in, and
+   ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
    (``_limits.py``; under key limits the queue is a ``_keyed.KeyedQueue``), counted
    ``running``; an entry found past its deadline on the way is counted expired, for the
    runner to cancel. The runner reports the task's key back with its outcome
-   (:meth:`finished_locked`), which may open the key for the next take.
+   (:meth:`finished_locked`, ``Core.finish``), which may open the key for the next take.
 3. **Run to settle.** The runner claims the future outside the lock (``_claim.run``), runs the
    task, settles the future, and reports the outcome by :meth:`finished_locked`.
 4. **Cancel.** ``Future.cancel()`` runs :meth:`_on_done`, every future's first done-callback,
-   which unqueues the entry under the lock and then wakes ``wait()`` by the claim step.
-5. **Expire, and rate slots.** The timer calls :meth:`pop_due_locked`, which opens what the
-   clock's reading lets start (a rate slot, a key's window) and wakes the runner for it, then
+   which unqueues the entry under the lock (``Core.unqueue``) and then wakes ``wait()`` by
+   the claim step.
+5. **Expire, and rate slots.** The timer calls :meth:`pop_due_locked` (``Core.pop_due``), which
+   opens what the clock's reading lets start (a rate slot, a key's window) and wakes the
+   runner for it, then
    :meth:`settle_expired`, which cancels every due future before any callback runs, hands
    callbacks to callback threads, and starts the threads the runner counted in.
 6. **Shutdown.** :meth:`stop` sets the flags, drains the queue if cancelling, and has the
@@ -74,6 +87,7 @@ expired + taken + queued + running + undecided`` (``check_invariants``: "lost ta
 from __future__ import annotations
 
 import copy
+import math
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -81,9 +95,9 @@ from concurrent.futures import Future
 from typing import Any, Generic, Literal, Optional, TypeVar, Union
 
 from . import _lifecycle
-from ._backlog import Backlog
 from ._callbacks import CallbackRunner
 from ._claim import LOGGER, Outcome, cancel_all, claim
+from ._core import EMPTIED, OPENED, SHRUNK, TIMER, Core
 from ._futures import add_first_callback, is_cancelled
 from ._limits import Limits
 from ._listeners import Listeners
@@ -116,7 +130,7 @@ def error_template(error: BaseException) -> Optional[BaseException]:
 RunnerT = TypeVar("RunnerT", bound=Runner)
 
 
-class Admission(Backlog, Generic[RunnerT]):
+class Admission(Generic[RunnerT]):
     """The queue, its rules and the pool's lock; see the module docstring."""
 
     def __init__(
@@ -133,9 +147,21 @@ class Admission(Backlog, Generic[RunnerT]):
     ) -> None:
         self.lock = threading.Lock()
         self.quiet = threading.Condition(self.lock)  # join(): nothing queued, running, settling
-        super().__init__(
-            clock=clock, ageing=ageing, limits=limits, room=Room(self.lock, max_queued, when_full)
+        # The runner sets ``capacity``, its size; until then it is unbounded.
+        self.core = Core(
+            clock=clock,
+            ageing=ageing,
+            limits=limits,
+            capacity=math.inf,
+            max_queued=max_queued,
+            when_full=when_full,
         )
+        self.room = Room(self.lock)
+        self.joiners = 0  # join() calls waiting for quiet
+        # A task went ahead of queued ones and no take has happened since: until this
+        # monotonic time, submitters yield the GIL (see "Queue jumps" in _lock.py); 0.0 for
+        # none. A hint, also read without the lock.
+        self.yield_until = 0.0
         self.name = name
         self.broken_type = broken_type
         self.shutdown = False
@@ -148,7 +174,6 @@ class Admission(Backlog, Generic[RunnerT]):
         self.owner_ref: Optional[weakref.ReferenceType[Any]] = None  # see AdmissionControl.adopt
         self.on_done = self._on_done  # one bound method for every future, not one per submit
         self.runner = make_runner(self)
-        self.limits_changed_locked()
 
     # -- 1. submit -------------------------------------------------------------------------
 
@@ -178,7 +203,7 @@ class Admission(Backlog, Generic[RunnerT]):
             if self.runner.unstarted:  # hints, taken under the lock
                 self.runner.start_pending(entry)
         finally:
-            if self.evicted:
+            if self.core.evicted:
                 self.settler.settle_deferred()
         if self.yield_until:  # a hint: see "Queue jumps" in _lock.py
             yield_in_window(self.yield_until)
@@ -188,20 +213,21 @@ class Admission(Backlog, Generic[RunnerT]):
         self, entry: Entry, timeout: Optional[float], view_state: Optional[ViewState]
     ) -> None:
         """Check, rank and queue (or expire, or make room for) a new entry."""
+        core = self.core
         self.check_accepting_locked(entry.priority, view_state)
-        if self.fast_submit and timeout is None and self.ageing is None:
-            self.arrived_locked(entry)  # the common case: no deadline, no bound, no limit
+        if core.fast_submit and timeout is None and core.ageing is None:
+            core.arrived(entry)  # the common case: no deadline, no bound, no limit
             self._accept_locked(entry, strict_rank(entry.priority), False, None)
             return
-        rank, expired = self.stamp_locked(entry, timeout)
+        rank, expired = core.stamp(entry, timeout)
         evict = None
-        if not expired and self.room.full_locked(self.queue):
+        if not expired and core.full():
             self._await_due_locked(entry, view_state)
-        if not expired and self.room.full_locked(self.queue):
-            evict, expired = self.room.make_room_locked(self, entry, rank, view_state)
+        if not expired and core.full():
+            evict, expired = self._make_room_locked(entry, rank, view_state)
         if not expired and self.timer.needs_signal_locked(entry.deadline):
             self.timer.signal_locked(entry.deadline)  # may raise: nothing changed yet
-        elif self.limits.timed:  # the timer wakes takers at rate slots
+        elif core.limits.timed:  # the timer wakes takers at rate slots
             self.timer.start_locked()  # may raise: nothing changed yet
             self.wake_timer_locked()  # a slot it stopped waiting for with nothing queued
         self._accept_locked(entry, rank, expired, evict)
@@ -219,24 +245,33 @@ class Admission(Backlog, Generic[RunnerT]):
         raises what a submit after shutdown raises.
         """
         now = entry.queued_at
-        queue, room, timer = self.queue, self.room, self.timer
-        assert room.cond is not None  # a thread pool's or a front's room can wait
+        core, timer = self.core, self.timer
         while (
-            room.full_locked(queue)
-            and queue.deadline_count
-            and is_due(queue.next_deadline(), now)
+            core.full()
+            and core.queue.deadline_count
+            and is_due(core.queue.next_deadline(), now)
             and timer.thread is not None
             and timer.thread is not threading.current_thread()  # a callback it ran late
         ):
             timer.wake_locked()
-            room.blocked += 1  # so that the timer's turn, as it shrinks the queue, wakes this
-            try:
-                woken = room.cond.wait(CLOCK_RETRY)
-            finally:
-                room.blocked -= 1
+            # Counted blocked, so that the timer's turn, as it shrinks the queue, wakes this.
+            woken = self.room.sleep_locked(core, CLOCK_RETRY)
             self.check_accepting_locked(entry.priority, view_state)
             if not woken:
                 return
+
+    def _make_room_locked(
+        self, entry: Entry, rank: Number, view_state: Optional[ViewState]
+    ) -> tuple[Optional[Entry], bool]:
+        """Apply ``when_full`` for ``entry`` on a full queue: (the entry to evict, expired).
+
+        The entry to evict is still queued: the caller removes it once nothing else can fail.
+        ``expired``: its deadline passed while its submit waited for room ("block").
+        """
+        evict = self.core.make_room(entry, rank)  # raises for "raise" or a failed "evict"
+        if evict is not None:
+            return evict, False
+        return None, self.room.wait_locked(self, entry, view_state)
 
     def _accept_locked(
         self, entry: Entry, rank: Number, expired: bool, evict: Optional[Entry]
@@ -246,7 +281,8 @@ class Admission(Backlog, Generic[RunnerT]):
         If an asynchronous exception (a signal handler's) interrupts it, what it did is
         rolled back before the exception goes on, so the counts stay consistent.
         """
-        tally = self.tally
+        core = self.core
+        tally, queue = core.tally, core.queue
         before = tally.submitted
         classes_before = None
         if expired or evict is not None:  # counted by class too
@@ -260,27 +296,27 @@ class Admission(Backlog, Generic[RunnerT]):
                 tally.add("expired", entry.priority)
             else:
                 if evict is not None:
-                    self.queue.remove(evict)
+                    queue.remove(evict)
                     tally.evicted(evict.priority)
-                    self.evicted.append(evict)
-                jumps = self.queue.push(entry, rank)
-                if not self.paused:
+                    core.evicted.append(evict)
+                jumps = queue.push(entry, rank)
+                if not core.paused:
                     if jumps and not self.yield_until:
                         self.yield_until = jump_window()
-                    waiting = len(self.queue.entries)
-                    if self.limits.any_set:
-                        waiting = self.waiting_locked()
+                    waiting = len(queue.entries)
+                    if core.limits.any_set:
+                        waiting = core.startable()
                     self.runner.queued_locked(waiting)
             tally.submitted += 1
         except BaseException:
             tally.submitted = before
             if classes_before is not None:
                 tally.restore(classes_before)
-            self.queue.repair(entry)
-            if evict is not None and self.queue.find(evict.future) is not evict:
-                if evict in self.evicted:
-                    self.evicted.remove(evict)
-                self.queue.restore(evict)  # its removal may have stopped part-way
+            queue.repair(entry)
+            if evict is not None and queue.find(evict.future) is not evict:
+                if evict in core.evicted:
+                    core.evicted.remove(evict)
+                queue.restore(evict)  # its removal may have stopped part-way
             self.runner.rollback_locked(runner_before)
             self.yield_until = yield_until_before
             raise
@@ -302,7 +338,7 @@ class Admission(Backlog, Generic[RunnerT]):
             message = "cannot schedule new futures after shutdown"
         else:
             return
-        self.tally.add("rejected", priority)
+        self.core.reject(priority)
         if message is None:
             if self.broken_error is None:
                 raise self.broken_type(self.broken)
@@ -312,10 +348,11 @@ class Admission(Backlog, Generic[RunnerT]):
 
     def withdraw_locked(self, entry: Entry) -> bool:
         """Undo the submit of ``entry`` if it is still queued (no thread could start for it)."""
-        if self.queue.find(entry.future) is not entry:
+        core = self.core
+        if core.queue.find(entry.future) is not entry:
             return False
-        self.queue.remove(entry)
-        self.tally.submitted -= 1
+        core.queue.remove(entry)
+        core.tally.submitted -= 1
         self.shrunk_locked()
         return True
 
@@ -363,32 +400,36 @@ class Admission(Backlog, Generic[RunnerT]):
 
     # -- 2 and 3. start, and report --------------------------------------------------------
 
-    def opened_locked(self, now: float) -> None:
-        """The clock opened keys or a rate slot at ``now``: get the takers for what may start.
+    def take_locked(self, unrun: list[Entry], as_work_queue: bool = False) -> Optional[Entry]:
+        """``Core.take``, the one place a task leaves the queue to start, and what follows.
 
-        As many as may start now, not one per queued task: each slot would bring in
-        threads up to max_workers for one start (and with idle_timeout, they would retire
-        and be made again at the next slot).
+        A task taken closes the jump window: it is the best one queued, or better.
         """
-        self.runner.resumed_locked(self.limits.allowed_locked(self.waiting_locked(), now))
+        core = self.core
+        entry = core.take(unrun, as_work_queue)
+        if entry is not None:
+            self.yield_until = 0.0
+        if core.todo:
+            self.act_locked()
+        return entry
 
-    def wake_timer_locked(self) -> None:
-        """Have the timer wake when the clock next opens a start (a rate slot)."""
-        wake = self.limits.next_wake()
-        if self.timer.needs_signal_locked(wake):
-            self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
+    def finished_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
+        """``Core.finish``: a task taken by :meth:`take_locked` ran (or a cancel won its claim)."""
+        core = self.core
+        core.finish(outcome, entry, keyed)
+        if core.todo:
+            self.act_locked()
 
     def finished_later_locked(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """:meth:`finished_locked` for a future settled after unlocking, by :meth:`settled_locked`.
 
         ``join()`` waits for it until then, callbacks included.
         """
-        self.running -= 1
-        self.ended_locked(outcome, entry)
-        self.settling += 1
-        key = entry.key if keyed else None
-        if key is not None:
-            self.limits.finished_locked(key, self.queue)
+        core = self.core
+        core.finish(outcome, entry, keyed)
+        core.settling += 1
+        if core.todo:
+            self.act_locked()
 
     def drop_locked(self, entry: Entry, outcome: Outcome, unrun: list[Entry]) -> None:
         """A task taken as ``_work_queue`` takes it will not run: count it for the caller."""
@@ -397,21 +438,10 @@ class Admission(Backlog, Generic[RunnerT]):
 
     def drained_locked(self) -> bool:
         """True once the pool is stopping with nothing queued: a runner's threads may exit."""
-        if not self.stopping or self.queue:
+        if not self.core.stopping or self.core.queue:
             return False
         self.timer.wake_locked()  # it may exit too, once no deadline is left
         return True
-
-    def emptied_locked(self) -> None:
-        """A task left the queue unstarted: if that drained a stopping pool, wake its sleepers.
-
-        Threads that a limit kept waiting for the last queued tasks would otherwise sleep on
-        (a worker parked until a slot, the dispatcher, the timer) and ``shutdown(wait=True)``
-        with them.
-        """
-        if self.stopping and not self.queue:
-            self.runner.stop_locked()
-            self.timer.wake_locked()
 
     def break_locked(self, message: str, error: Optional[BaseException] = None) -> list[Entry]:
         """Break the pool (an initializer failed, a delegate refused): refuse work from now on.
@@ -428,6 +458,54 @@ class Admission(Backlog, Generic[RunnerT]):
         self.broken, self.broken_error = message, error
         return self.drain_locked(None)
 
+    # -- what the core leaves to its owner (Core.todo) -------------------------------------
+
+    def act_locked(self) -> None:
+        """Do what the core's calls since the last time left to the owner: see ``_core.py``."""
+        core = self.core
+        todo = core.take_todo()
+        if todo & TIMER:
+            self.wake_timer_locked()
+        if todo & OPENED:
+            self.opened_locked(core.opened_at)
+        if todo & SHRUNK:
+            self.shrunk_locked()
+        if todo & EMPTIED:
+            self.emptied_locked()
+
+    def wake_timer_locked(self) -> None:
+        """Have the timer wake when the clock next opens a start (a rate slot)."""
+        wake = self.core.limits.next_wake()
+        if self.timer.needs_signal_locked(wake):
+            self.timer.signal_locked(wake)  # its thread runs: this starts none, cannot raise
+
+    def opened_locked(self, now: float) -> None:
+        """The clock opened keys or a rate slot at ``now``: get the takers for what may start.
+
+        As many as may start now, not one per queued task: each slot would bring in
+        threads up to max_workers for one start (and with idle_timeout, they would retire
+        and be made again at the next slot).
+        """
+        core = self.core
+        self.runner.resumed_locked(core.limits.allowed_locked(core.startable(), now))
+
+    def shrunk_locked(self) -> None:
+        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet."""
+        self.room.shrunk_locked()
+        if self.joiners and self.core.quiet():
+            self.quiet.notify_all()
+
+    def emptied_locked(self) -> None:
+        """A task left the queue unstarted: if that drained a stopping pool, wake its sleepers.
+
+        Threads that a limit kept waiting for the last queued tasks would otherwise sleep on
+        (a worker parked until a slot, the dispatcher, the timer) and ``shutdown(wait=True)``
+        with them.
+        """
+        if self.core.stopping and not self.core.queue:
+            self.runner.stop_locked()
+            self.timer.wake_locked()
+
     # -- 4. cancel, and settling what left the queue unrun ---------------------------------
 
     def _on_done(self, future: Future[Any]) -> None:
@@ -442,32 +520,54 @@ class Admission(Backlog, Generic[RunnerT]):
         # is absent here, someone else has claimed or will claim it. A stale "present" is
         # rechecked under the lock. Reading a dict without the lock is safe with or without
         # the GIL.
-        if future not in self.queue.entries:
+        core = self.core
+        if future not in core.queue.entries:
             return
         cancelled = is_cancelled(future)
         with self.lock:
-            entry = self.unqueue_locked(future, cancelled)
+            entry = core.unqueue(future, cancelled)
             if entry is None:
                 return
+            if core.todo:
+                self.act_locked()
         entry.detach()  # its tombstone may stay in the queue a while; let it hold nothing
         if cancelled:
             claim(future, cancel=False)
         # Otherwise someone set a result on a queued future by hand; it is done, so dropping
         # its entry is all there is to do.
 
-    def shrunk_locked(self) -> None:
-        """Wake who waits for the queue to shrink: blocked submits, and join() once quiet.
+    def drain_locked(self, outcome: Optional[Outcome]) -> list[Entry]:
+        """``Core.drain``: every queued entry out unrun, counted as ``outcome`` (None: later)."""
+        drained = self.core.drain(outcome)
+        self.act_locked()
+        return drained
 
-        There is someone only if ``self.room.blocked or self.joiners``; the two hot paths
-        (a take and a cancel) test that before calling, which saves a call per task.
-        """
-        self.room.shrunk_locked()
-        if self.joiners and self.quiet_locked():
-            self.quiet.notify_all()
+    def settled_locked(self, count: int) -> None:
+        """``Core.settled``: ``count`` futures counted in ``settling`` are settled."""
+        self.core.settled(count)
+        self.act_locked()
+
+    def evicted_settled_locked(self, entry: Entry) -> bool:
+        """An evicted ``entry`` is settled: False if another thread settled it first."""
+        evicted = self.core.evicted
+        if entry not in evicted:
+            return False
+        evicted.remove(entry)
+        self.shrunk_locked()
+        return True
+
+    # -- 5. the timer ----------------------------------------------------------------------
+
+    def pop_due_locked(self, now: float) -> list[Entry]:
+        """``Core.pop_due``: the timer's turn at ``now``; the due entries, for the settler."""
+        due = self.core.pop_due(now)
+        self.act_locked()
+        return due
 
     def timer_done_locked(self) -> bool:
         """The timer may exit once no deadline or slot can come: stopping (and drained if timed)."""
-        return self.stopping and not (self.limits.timed and self.queue)
+        core = self.core
+        return core.stopping and not (core.limits.timed and core.queue)
 
     def settle_expired(self, due: list[Entry]) -> None:
         """After a turn of the timer: settle what expired, start the threads it counted in."""
@@ -480,6 +580,8 @@ class Admission(Backlog, Generic[RunnerT]):
                 # No thread could start: the next submit tries again. The timer lives on.
                 LOGGER.exception("could not start a thread for %s", self.name)
 
+    # -- the pool's threads, and its invariants --------------------------------------------
+
     def is_own_thread_locked(self, thread: threading.Thread) -> bool:
         """A thread of the runner (also while it starts), the timer, or a callback thread."""
         return (
@@ -491,10 +593,14 @@ class Admission(Backlog, Generic[RunnerT]):
     def check_invariants(self) -> None:
         """Check the queue's, admission's and the runner's invariants in O(n); for tests."""
         with self.lock:
-            self.check_backlog(len(self.queue) + self.running + self.undecided)
+            core = self.core
+            core.check(len(core.queue) + core.running + core.undecided)
+            assert not (self.yield_until and core.paused), "submitters yield to a paused pool"
+            assert core.watchers == self.room.blocked + self.joiners, "watchers count is off"
+            assert not core.todo, "the core left work undone"
             self.runner.check_locked()
             self.callbacks.check_locked()
-            limits, queue = self.limits, self.queue
+            limits, queue = core.limits, core.queue
             if limits.timed and queue and not self.broken:
                 assert self.timer.thread is not None, "a rate limit without a timer"
                 wake = limits.next_wake()

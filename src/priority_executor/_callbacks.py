@@ -19,18 +19,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
 
 from ._context import fresh_thread
 
-
-class CallbackSink(Protocol):
-    """What the runner needs from the pool: its lock, and where to report settled futures."""
-
-    lock: threading.Lock
-
-    def settled_locked(self, count: int) -> None:
-        """``count`` futures taken from the queue have been settled, callbacks included."""
+if TYPE_CHECKING:
+    from ._admission import Admission
 
 
 #: The most callback threads of one pool: beyond, jobs wait for one that is stuck to return.
@@ -46,7 +40,7 @@ Job = Callable[[], object]
 class CallbackRunner:
     """The callback threads of one pool; see the module docstring."""
 
-    def __init__(self, sink: CallbackSink, name: str) -> None:
+    def __init__(self, sink: Admission[Any], name: str) -> None:
         self.sink = sink
         self.name = name
         self.pending: deque[Job] = deque()

@@ -20,6 +20,7 @@ from . import _lifecycle
 from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
+from ._core import Core
 from ._limits import Limits
 from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full
 from ._rates import RateLimit, check_rate_limit
@@ -125,7 +126,7 @@ class AdmissionControl(Admission[RunnerT]):
         with self.lock:
             if isinstance(value, RateLimit):
                 self.timer.start_locked()  # may raise: nothing changed yet
-            self.change_limits_locked(limit, value)  # if the clock raises, nothing changed
+            self.core.change_limit(limit, value)  # if the clock raises, nothing changed
             self._restaffed_locked()
         self.runner.start_pending(None)
 
@@ -138,28 +139,30 @@ class AdmissionControl(Admission[RunnerT]):
 
     def _restaffed_locked(self) -> None:
         """After a limit changed: wake the timer for a new slot, and the takers for new room."""
-        if self.limits.timed:
+        core = self.core
+        if core.limits.timed:
             self.wake_timer_locked()
-        if not self.paused:
-            self.runner.resumed_locked(self.waiting_locked())
+        if not core.paused:
+            self.runner.resumed_locked(core.startable())
 
     # -- set_priority, pause, join, statistics ---------------------------------------------
 
     def set_priority(self, future: Future[Any], priority: Number) -> bool:
         """Move a queued task to ``priority``; False if it is not queued in this pool."""
         with self.lock:
-            return self.requeue_locked(future, priority)
+            return self.core.requeue(future, priority)
 
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the start of queued tasks; resuming wakes the workers needed."""
         with self.lock:
-            if self.stopping:
+            core = self.core
+            if core.stopping:
                 return  # a stopping pool drains its queue: it cannot be paused again
-            self.paused = paused
+            core.paused = paused
             if paused:
                 self.yield_until = 0.0  # nothing starts: yielding would not hasten anything
             else:
-                self.runner.resumed_locked(self.waiting_locked())
+                self.runner.resumed_locked(core.startable())
         self.runner.start_pending(None)
 
     def is_own_thread(self) -> bool:
@@ -176,9 +179,11 @@ class AdmissionControl(Admission[RunnerT]):
         deadline = None if timeout is None else time.monotonic() + timeout
         self._finish_interrupted()
         with self.lock:
-            self.joiners += 1
+            core = self.core
+            # One statement each way: an interrupt leaves both counted, or neither.
+            self.joiners, core.watchers = self.joiners + 1, core.watchers + 1
             try:
-                while not self.quiet_locked():
+                while not core.quiet():
                     # Lock timeouts overflow past threading.TIMEOUT_MAX: wait in slices.
                     left = MAX_SLEEP if deadline is None else deadline - time.monotonic()
                     if left <= 0:
@@ -186,7 +191,7 @@ class AdmissionControl(Admission[RunnerT]):
                     self.quiet.wait(min(left, MAX_SLEEP))
                 return True
             finally:
-                self.joiners -= 1
+                self.joiners, core.watchers = self.joiners - 1, core.watchers - 1
 
     def _finish_interrupted(self) -> None:
         """Start the threads and settle the evictions that an interrupted submit left."""
@@ -197,7 +202,7 @@ class AdmissionControl(Admission[RunnerT]):
         """A snapshot of the pool's state and counts, taken under the lock."""
         with self.lock:
             workers, idle = self.runner.sizes_locked()
-            return self.statistics_locked(
+            return self.core.statistics(
                 workers=workers,
                 idle_workers=idle,
                 listener_errors=self.listeners.errors,
@@ -207,12 +212,13 @@ class AdmissionControl(Admission[RunnerT]):
     def state(self) -> PoolState:
         """The pool's flags and sizes, read together under the lock."""
         with self.lock:
+            core = self.core
             return PoolState(
                 self.broken,
                 self.shutdown,
-                self.paused,
-                len(self.queue),
-                self.running,
+                core.paused,
+                len(core.queue),
+                core.running,
             )
 
     # -- 6. stopping -----------------------------------------------------------------------
@@ -230,8 +236,8 @@ class AdmissionControl(Admission[RunnerT]):
         with self.lock:
             if refuse_new:
                 self.shutdown = True
-            self.stopping = True
-            self.paused = False
+            self.core.stopping = True
+            self.core.paused = False
             drained = self.drain_locked("cancelled") if cancel_futures else []
             self.runner.stop_locked()
             self.timer.wake_locked()
@@ -286,20 +292,29 @@ class AdmissionControl(Admission[RunnerT]):
         """
         self.lock = threading.Lock()
         used = self.runner.after_fork_in_child(self.lock)
-        used = used or bool(self.queue) or self.timer.thread is not None
+        used = used or bool(self.core.queue) or self.timer.thread is not None
         self.quiet = threading.Condition(self.lock)
-        self.room = Room(self.lock, self.room.max_queued, self.room.when_full)
-        self.running = self.joiners = self.settling = self.undecided = 0
+        self.room = Room(self.lock)
+        self.joiners = 0
         self.yield_until = 0.0
-        limits = self.limits  # its running counts and windows are the parent's
-        self.limits = Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit)
-        del self.evicted[:], self.clock_errors[:]
+        parent = self.core
+        limits = parent.limits  # its running counts and windows are the parent's
+        # A new core: nothing running, settling or waiting, and (a used pool's queue may
+        # have been caught mid-update) nothing queued. Its futures never settle in the child,
+        # as with the standard pool, but join() and shutdown() return. The counts stay.
+        self.core = Core(
+            clock=parent.clock,
+            ageing=parent.ageing,
+            limits=Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit),
+            capacity=parent.capacity,
+            max_queued=parent.max_queued,
+            when_full=parent.when_full,
+        )
+        self.core.tally = parent.tally
+        self.core.paused, self.core.stopping = parent.paused, parent.stopping
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.name)
         if used:
-            # Its queue may have been caught mid-update: drop it. Its futures never settle
-            # in the child, as with the standard pool, but join() and shutdown() return.
-            self.queue = self._new_queue()
             self.broken_error = None
             self.broken = (
                 "cannot use a pool inherited across os.fork(); create a new pool in the child"

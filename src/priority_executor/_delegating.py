@@ -249,7 +249,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
         A higher value hands over at once what it now allows; a lower one interrupts
         nothing: no task is handed over until fewer than the new value are in flight.
         """
-        return self._admission.runner.max_running
+        return int(self._admission.core.capacity)
 
     @max_running.setter
     def max_running(self, value: int) -> None:
@@ -258,7 +258,7 @@ class PriorityExecutor(PriorityFront, Executor):  # type: ignore[misc]
     @property
     def _max_workers(self) -> int:
         """``max_running``, under the name that views and the standard pools use."""
-        return self._admission.runner.max_running
+        return int(self._admission.core.capacity)
 
     @property
     def _threads(self) -> AbstractSet[threading.Thread]:  # type: ignore[override]  # read-only

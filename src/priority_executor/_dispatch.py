@@ -3,7 +3,8 @@
 ``PriorityExecutor`` keeps its queue in an ``Admission``, as the thread pool does, and starts
 a task by handing it to the executor it wraps (the *delegate*): a process pool, an interpreter
 pool, a Dask client's executor. One thread per front, the dispatcher, takes the best queued
-task (``Admission.take_locked``) whenever fewer than ``max_running`` are in flight, claims its
+task (``Admission.take_locked``) whenever fewer than ``max_running`` are in flight (the core's
+``capacity``: the take decides), claims its
 future (from then on ``cancel()`` returns False: *started means handed over*) and submits it.
 
 The delegate settles its own future (the *inner* one) on a thread of its own: a process
@@ -116,7 +117,7 @@ class DelegateRunner:
         self.inline = inline
         # The delegate's own workers, if it says (its _max_workers): see _wake_locked.
         self.workers = workers
-        self.max_running = max_running
+        admission.core.capacity = max_running  # the most in flight: no take beyond it
         self.peak = max_running  # the most in flight allowed since the last lowering
         self.close_delegate = close_delegate  # shut the delegate down once stopped and drained
         self.thread: Optional[threading.Thread] = None  # the dispatcher, started or counted in
@@ -160,20 +161,23 @@ class DelegateRunner:
 
     def sizes_locked(self) -> tuple[int, int]:
         """(``max_running``, free slots): the front's "workers" are its slots."""
-        return self.max_running, max(0, self.max_running - self.admission.running)
+        core = self.admission.core
+        max_running = int(core.capacity)
+        return max_running, max(0, max_running - core.running)
 
     def capacity_locked(self) -> dict[str, int]:
-        return {"max_running": self.max_running}
+        return {"max_running": int(self.admission.core.capacity)}
 
     def resize_locked(self, size: int) -> None:
         """Set ``max_running``; tasks in flight beyond it finish, and no more start till then."""
-        self.peak = max(size, min(self.peak, self.admission.running))
-        self.max_running = size
+        core = self.admission.core
+        self.peak = max(size, min(self.peak, core.running))
+        core.capacity = size
         self._wake_locked()
 
     def check_locked(self) -> None:
-        admission = self.admission
-        assert 0 <= admission.running <= max(self.max_running, self.peak), (
+        core = self.admission.core
+        assert 0 <= core.running <= max(core.capacity, self.peak), (
             "more tasks in flight than max_running"
         )
         assert set(self.unstarted) <= {self.thread}, "an unstarted dispatcher is not counted in"
@@ -181,9 +185,9 @@ class DelegateRunner:
         assert self.relay is None or self.relay in self.settlers, "a relay that is not settling"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
-            free = admission.running < self.max_running and not self._filling_locked()
+            free = core.running < core.capacity and not self._filling_locked()
             if self.relay is None and free:
-                assert not admission.waiting_locked(), "a task waits while a slot is free"
+                assert not core.startable(), "a task waits while a slot is free"
 
     def start_pending(self, entry: Optional[Entry]) -> None:
         """Start the dispatcher counted in (``Admission.start_thread``)."""
@@ -226,19 +230,20 @@ class DelegateRunner:
         hands over several tasks, not one (:meth:`_filling_locked`).
         """
         admission = self.admission
+        core = admission.core
         if self.thread is None:
-            closing = admission.stopping and self.close_delegate and not self.closed
-            if admission.waiting_locked() or closing:
+            closing = core.stopping and self.close_delegate and not self.closed
+            if core.startable() or closing:
                 self.thread = fresh_thread(f"{admission.name}_dispatcher", self._dispatch)
                 self.arrived = False
                 self.unstarted.append(self.thread)
         elif self.asleep and (
-            admission.stopping
+            core.stopping
             or (
                 self.relay is None  # else the relay takes what may start
-                and admission.running < self.max_running
+                and core.running < core.capacity
                 and not (ended and self._filling_locked())
-                and admission.waiting_locked()
+                and core.startable()
             )
         ):
             # Notify first: a dispatcher woken while still marked asleep is woken again at
@@ -249,7 +254,7 @@ class DelegateRunner:
     def _filling_locked(self) -> bool:
         """More in flight than the delegate's own workers: a worker that ends a task finds
         the next in the delegate's queue (False for a delegate that does not say)."""
-        return self.workers is not None and self.admission.running > self.workers
+        return self.workers is not None and self.admission.core.running > self.workers
 
     def _dispatch(self) -> None:
         """Body of the dispatcher thread: hand over, best first, while a slot is free."""
@@ -284,7 +289,7 @@ class DelegateRunner:
         try:
             if expired:
                 admission.settle_expired(expired)  # callbacks to the callback threads
-            if admission.clock_errors:
+            if admission.core.clock_errors:
                 admission.settler.settle_deferred()
             if entry is not None:
                 self._hand_over(entry)
@@ -303,11 +308,10 @@ class DelegateRunner:
         """Wait until a task can be handed over, or expired ones cancelled; None: exit."""
         admission = self.admission
         while True:
-            if admission.running < self.max_running:
-                entry = admission.take_locked(expired)
-                if entry is not None or expired:
-                    return entry
-            if admission.drained_locked() and not admission.running and not self.settlers:
+            entry = admission.take_locked(expired)  # none while max_running are in flight
+            if entry is not None or expired:
+                return entry
+            if admission.drained_locked() and not admission.core.running and not self.settlers:
                 return None
             self.asleep = True
             self.ready.wait()
@@ -404,7 +408,6 @@ class DelegateRunner:
                     successor
                     and self.relay is None
                     and me not in self.settlers  # not a user's callback that submits
-                    and admission.running < self.max_running
                 ):
                     taken = admission.take_locked(expired)
                     if taken is not None or expired:
@@ -456,8 +459,7 @@ class DelegateRunner:
                 if not lock.acquire(False):
                     acquire_politely(lock)
                 try:
-                    if admission.running < self.max_running:
-                        entry = admission.take_locked(expired)
+                    entry = admission.take_locked(expired)  # none while max_running run
                     if entry is None and not expired:
                         self.relay = None
                         self._wake_locked()

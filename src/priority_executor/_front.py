@@ -100,7 +100,7 @@ class PriorityFront:
                 ``"evict"`` with no queued task ranked below this one, or ``"block"`` from
                 one of the pool's own threads.
         """
-        level, timeout = check_task_options(priority, timeout, self._admission.ageing)
+        level, timeout = check_task_options(priority, timeout, self._admission.core.ageing)
         return self._submit_checked(fn, args, kwargs, level, timeout)
 
     def _submit_checked(
@@ -144,7 +144,7 @@ class PriorityFront:
             TypeError: ``key`` is not hashable, or ``priority`` or ``timeout`` has a wrong type.
             ValueError: ``priority`` is NaN, or ``timeout`` is negative or NaN.
         """
-        level, timeout = check_task_options(priority, timeout, self._admission.ageing)
+        level, timeout = check_task_options(priority, timeout, self._admission.core.ageing)
         return PoolView(self, level, timeout, check_key(key))
 
     def map(
@@ -168,7 +168,7 @@ class PriorityFront:
             ValueError: ``buffersize`` is below 1, or ``priority`` is NaN or, under ageing,
                 an int beyond float range.
         """
-        level, _ = check_task_options(priority, None, self._admission.ageing)
+        level, _ = check_task_options(priority, None, self._admission.core.ageing)
         # Through self.submit, as the standard map does, so that a subclass overriding
         # submit sees every call.
         return map_results(
@@ -196,7 +196,7 @@ class PriorityFront:
         """
         if not isinstance(future, Future):
             raise TypeError(f"future must be a concurrent.futures.Future, got {describe(future)}")
-        level, _ = check_task_options(priority, None, self._admission.ageing)
+        level, _ = check_task_options(priority, None, self._admission.core.ageing)
         return self._admission.set_priority(future, level)
 
     @property
@@ -206,7 +206,7 @@ class PriorityFront:
         None for no limit. Set it to a :class:`RateLimit` (or a ``(starts, per)`` pair) or
         None while the pool runs: the starts already counted in the window still count.
         """
-        return self._admission.limits.rate_limit
+        return self._admission.core.limits.rate_limit
 
     @rate_limit.setter
     def rate_limit(self, value: Optional[RateLimitLike]) -> None:
@@ -218,7 +218,7 @@ class PriorityFront:
 
         None for no limit. A lower limit interrupts no running task.
         """
-        return self._admission.limits.key_limit
+        return self._admission.core.limits.key_limit
 
     @key_limit.setter
     def key_limit(self, value: Optional[int]) -> None:
@@ -230,7 +230,7 @@ class PriorityFront:
 
         ``RateLimit(1, per=2.0)`` is a cooldown of two seconds between starts of a key.
         """
-        return self._admission.limits.key_rate_limit
+        return self._admission.core.limits.key_rate_limit
 
     @key_rate_limit.setter
     def key_rate_limit(self, value: Optional[RateLimitLike]) -> None:

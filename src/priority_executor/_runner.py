@@ -3,8 +3,9 @@
 :class:`Runner` is what ``Admission`` needs from a runner (``_threads.ThreadRunner`` and
 ``_dispatch.DelegateRunner``); a runner calls back only ``Admission.take_locked`` (the one place
 a task leaves the queue to start), ``finished_locked``, ``finished_later_locked``,
-``drop_locked``, ``drained_locked``, ``break_locked``, ``withdraw_locked`` and the settler.
-Declared here, below both, so that neither imports the other's implementation.
+``drop_locked``, ``drained_locked``, ``break_locked``, ``withdraw_locked`` and the settler, and
+reads the core (``Admission.core``: ``startable()``, ``running``, ``capacity``, which is the
+runner's size). Declared here, below both, so that neither imports the other's implementation.
 """
 
 from __future__ import annotations

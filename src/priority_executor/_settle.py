@@ -10,43 +10,26 @@ settled, which is what ``join()`` waits for. Called without the pool's lock.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ._callbacks import CallbackRunner, Job
+from ._callbacks import Job
 from ._claim import LOGGER, cancel_all, claim, guard_callbacks, run_callbacks_guarded
 from ._futures import cancel_once, has_user_callbacks, is_cancelled
 from ._futures import expired as marked_expired
 from ._queue import Entry
-from ._recording import Tally
 from ._timer import log_clock_failure
 
-
-class Sink(Protocol):
-    """What settling needs of the pool (its ``Admission``); ``*_locked`` with ``lock`` held."""
-
-    lock: threading.Lock
-    tally: Tally
-    settling: int
-    undecided: int
-    callbacks: CallbackRunner
-    evicted: list[Entry]  # evicted to make room, not yet settled
-    clock_errors: list[Exception]  # raised under the lock, not yet logged
-
-    def settled_locked(self, count: int) -> None:
-        """``count`` futures counted in ``settling`` are settled, callbacks included."""
-
-    def shrunk_locked(self) -> None:
-        """Wake who waits for the queue to shrink."""
+if TYPE_CHECKING:
+    from ._admission import Admission
 
 
 class Settler:
     """The bulk settling of one pool; see the module docstring."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Admission[Any]) -> None:
         self.sink = sink
 
     def settle_deferred(self) -> None:
@@ -57,24 +40,23 @@ class Settler:
         or ``shutdown()`` settles it; settling twice is harmless (``cancel_once``).
         """
         sink = self.sink
-        while sink.clock_errors:  # a hint, rechecked under the lock
+        while sink.core.clock_errors:  # a hint, rechecked under the lock
             with sink.lock:
-                errors = sink.clock_errors[:]
-                del sink.clock_errors[:]
+                clock_errors = sink.core.clock_errors
+                errors = clock_errors[:]
+                del clock_errors[:]
             for error in errors:
                 log_clock_failure(error)
-        while sink.evicted:
+        while sink.core.evicted:
             with sink.lock:
-                if not sink.evicted:
+                evicted = sink.core.evicted
+                if not evicted:
                     return
-                entry = sink.evicted[-1]
+                entry = evicted[-1]
                 future = entry.future
             cancel_once(future)
             with sink.lock:
-                mine = entry in sink.evicted  # not settled by another thread meanwhile
-                if mine:
-                    sink.evicted.remove(entry)
-                    sink.shrunk_locked()
+                mine = sink.evicted_settled_locked(entry)  # not settled by another thread
             if mine:
                 entry.detach()
 
@@ -118,7 +100,7 @@ class Settler:
         """Count as its user settled it each task counted expired that its deadline did not
         cancel: its user's ``cancel()`` (or ``set_result``) came between the task's leaving
         the queue and its settling, so ``statistics()`` agrees with ``expired()``."""
-        tally = self.sink.tally
+        tally = self.sink.core.tally
         for entry, future in zip(due, futures, strict=True):
             if marked_expired(future):
                 continue
@@ -133,7 +115,7 @@ class Settler:
         ``join()`` waits for them, as for callbacks.
         """
         with self.sink.lock:
-            self.sink.settling += len(jobs)
+            self.sink.core.settling += len(jobs)
         self.later(jobs)
 
     def later(self, jobs: list[Job]) -> None:
@@ -181,9 +163,10 @@ class Settler:
         finally:
             sink = self.sink
             with sink.lock:
-                sink.tally.add_each("failed", [entry.priority for entry in failed])
+                core = sink.core
+                core.tally.add_each("failed", [entry.priority for entry in failed])
                 ids = {id(entry) for entry in failed}
                 cancelled = [entry.priority for entry in drained if id(entry) not in ids]
-                sink.tally.add_each("cancelled", cancelled)
-                sink.undecided -= len(drained)
+                core.tally.add_each("cancelled", cancelled)
+                core.undecided -= len(drained)
                 sink.settled_locked(len(drained))

@@ -54,6 +54,7 @@ class ThreadRunner:
     ) -> None:
         self.admission = admission
         self.max_workers = max_workers
+        admission.core.capacity = max_workers  # no worker takes a task beyond it
         self.peak = max_workers  # the most workers allowed since the last lowering
         self.shrinking = False  # max_workers was lowered below the workers: some must exit
         self.idle_timeout = idle_timeout  # seconds an idle worker waits before it exits
@@ -85,7 +86,7 @@ class ThreadRunner:
         self._wake_all_locked()
         # Paused before it had a worker, or every worker retired: one is needed to drain
         # the queue, even if a limit holds its tasks back for now.
-        self.resumed_locked(len(self.admission.queue))
+        self.resumed_locked(len(self.admission.core.queue))
 
     def _wake_all_locked(self) -> None:
         self._release_idle_locked(len(self.idle))
@@ -127,7 +128,7 @@ class ThreadRunner:
     def resize_locked(self, size: int) -> None:
         """Set ``max_workers``; idle surplus workers are woken to exit, busy ones exit after."""
         self.peak = max(size, min(self.peak, self._workers_locked()))
-        self.max_workers = size
+        self.max_workers = self.admission.core.capacity = size
         self.shrinking = self._surplus_locked()
         surplus = self._workers_locked() - size
         self._release_idle_locked(max(0, min(surplus, len(self.idle))))
@@ -138,9 +139,10 @@ class ThreadRunner:
         assert 0 <= self.arriving <= workers, "arriving count is off"
         assert len(self.idle) <= workers, "more idle workers than threads"
         assert workers <= max(self.max_workers, self.peak), "more threads than max_workers"
+        assert self.admission.core.capacity == self.max_workers, "capacity is not max_workers"
         assert not self.threads & self.starting, "a thread both started and starting"
         assert set(self.unstarted) <= self.starting, "an unstarted thread is not counted in"
-        if self.idle and self.admission.waiting_locked():
+        if self.idle and self.admission.core.startable():
             assert self.wakes > 0, "a task waits while every idle worker sleeps"
 
     def join(self) -> None:
@@ -236,7 +238,7 @@ class ThreadRunner:
         self.retired = [thread for thread in self.retired if thread.is_alive()]
         self.retired.append(me)
         self.shrinking = self._surplus_locked()
-        self._wake_one_locked(self.admission.waiting_locked())
+        self._wake_one_locked(self.admission.core.startable())
 
     def _park(self, park: threading.Lock) -> bool:
         """Sleep on ``park`` until woken: True; False if ``idle_timeout`` ran out and it retires."""
@@ -261,8 +263,8 @@ class ThreadRunner:
         if park not in self.idle:
             park.acquire()  # released by whoever popped it from ``idle``: does not block
             return False
-        admission = self.admission
-        if admission.stopping and admission.queue:
+        core = self.admission.core
+        if core.stopping and core.queue:
             return None
         self.idle.remove(park)
         self._retire_locked()
@@ -289,8 +291,7 @@ class ThreadRunner:
         park.acquire()
         lock, idle = admission.lock, self.idle
         take, finish = admission.take_locked, admission.finished_locked
-        waiting = admission.waiting_locked
-        clock_errors, cancel = admission.clock_errors, admission.settler.cancel
+        core, cancel = admission.core, admission.settler.cancel
         listeners = admission.listeners
         expired: list[Entry] = []  # what take() found past its deadline, for it to cancel
         woken = False  # took a wake-up (``wakes``) that it has not yet consumed
@@ -313,7 +314,7 @@ class ThreadRunner:
                     return
                 entry = take(expired)
                 if idle:
-                    self._wake_one_locked(waiting())  # pass the wake-up on
+                    self._wake_one_locked(core.startable())  # pass the wake-up on
                 # A turn that took only expired tasks cancels them and looks again: it does
                 # not count itself on its way or idle while their callbacks run.
                 busy = entry is not None or bool(expired)
@@ -330,7 +331,7 @@ class ThreadRunner:
                 lock.release()
             if self.unstarted:  # counted in by this take, which let more tasks start
                 self.start_pending(None)
-            if clock_errors:  # the clock raised as it took (or held back) a task
+            if core.clock_errors:  # the clock raised as it took (or held back) a task
                 admission.settler.settle_deferred()
             if expired:
                 cancel(expired, True)  # callbacks included, in this thread

@@ -1,7 +1,7 @@
 """The deadline timer: one thread per pool, started with the first deadline, never polling.
 
 It sleeps until the earliest queued deadline (or, under a rate limit with tasks queued, the
-next rate slot: ``DeadlineSource.next_deadline_locked``), expires every task due by then,
+next rate slot: ``Core.next_deadline``), expires every task due by then,
 lets the pool open what the slot allows, and sleeps again; with nothing to wait for it sleeps
 until signalled. A submit with an earlier deadline
 than the one it sleeps until signals it. So a task expires within the timer's wake-up latency
@@ -13,39 +13,19 @@ deadline is expired even if the timer has not woken yet.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 from ._claim import LOGGER
 from ._context import fresh_thread
+
+if TYPE_CHECKING:
+    from ._admission import Admission
 
 #: Seconds between two tries of a clock that raised.
 CLOCK_RETRY = 1.0
 
 #: The longest the timer sleeps in one go; lock timeouts overflow beyond threading.TIMEOUT_MAX.
 MAX_SLEEP = min(3600.0, threading.TIMEOUT_MAX)
-
-
-class DeadlineSource(Protocol):
-    """What the timer needs of its pool; every ``*_locked`` call is made with ``lock`` held."""
-
-    lock: threading.Lock
-    name: str  # the pool's thread name prefix
-
-    def read_clock(self) -> Union[float, Exception]:
-        """The pool's clock, or the exception it raised."""
-
-    def pop_due_locked(self, now: float) -> list[Any]:
-        """Take out of the queue every task due at ``now``, counted as expired."""
-
-    def next_deadline_locked(self) -> Optional[float]:
-        """The earliest deadline still queued (or rate slot to wake for), if any."""
-
-    def timer_done_locked(self) -> bool:
-        """True once no deadline or slot can be added: the timer exits when none is left."""
-
-    def settle_expired(self, due: list[Any]) -> None:
-        """End a turn, without the lock: settle what ``pop_due_locked`` returned (no callback
-        runs here) and start what it counted in."""
 
 
 def log_clock_failure(exc: Exception) -> None:
@@ -56,7 +36,7 @@ def log_clock_failure(exc: Exception) -> None:
 class DeadlineTimer:
     """The timer of one pool. Every method but ``join`` is called with the pool's lock held."""
 
-    def __init__(self, source: DeadlineSource) -> None:
+    def __init__(self, source: Admission[Any]) -> None:
         self.source = source
         # Guarded by the pool's lock:
         self.thread: Optional[threading.Thread] = None
@@ -100,9 +80,9 @@ class DeadlineTimer:
         source = self.source
         while True:
             with source.lock:
-                now = source.read_clock()
+                now = source.core.read_clock()
                 due = [] if isinstance(now, Exception) else source.pop_due_locked(now)
-                deadline = source.next_deadline_locked()
+                deadline = source.core.next_deadline()
                 self.target = deadline
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
                 done = deadline is None and source.timer_done_locked()

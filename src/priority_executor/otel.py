@@ -52,7 +52,7 @@ class Instrumentation:
         self.name = name
         # Tasks are reported by the priority class the pool records them under (so at most
         # MAX_CLASSES + 1 series, whatever the priorities), each class's attributes made once.
-        self._class_of = pool._admission.tally.class_of
+        self._class_of = pool._admission.core.tally.class_of
         self._attributes_of: dict[PriorityClass, dict[str, Any]] = {}
         self._removed = False
         histogram = _histogram_maker(meter)

@@ -159,7 +159,7 @@ def _bound(value: float) -> str:
 def _class_of(pool: Any) -> ClassOf:
     """``pool``'s ``Tally.class_of``: a thread pool's or a front's, or an asyncio scheduler's."""
     owner = getattr(pool, "_admission", None)
-    return (owner if owner is not None else pool._core).tally.class_of  # type: ignore[no-any-return]
+    return (owner.core if owner is not None else pool._core).tally.class_of  # type: ignore[no-any-return]
 
 
 def _default_name(pool: Any) -> str:
