@@ -512,7 +512,7 @@ def test_an_async_users_cancel_read_from_the_deciding_clock_wins(
         victim = through.submit(gate, "victim", timeout=FAR)
         cancelled: list[tuple[bool, bool]] = []
         clock.then = lambda: cancelled.append((victim.cancel(), expired(victim)))
-        clock.watch(victim, lambda: scheduler._core.queue.entries)
+        clock.watch(victim, lambda: scheduler._owner.core.queue.entries)
         gate.open()
         await held_task
         await settle()

@@ -7,7 +7,7 @@ A :class:`Core` is the queue and everything that decides what leaves it: the ord
 and no Future type (a future is an opaque handle it hashes and asks ``done()``), and it runs
 no user code. Its owner serialises every call: the thread pool and the front hold their one
 lock (``_admission.Admission``), the asyncio scheduler makes every call on its loop's thread
-(``_aio_core.AsyncOwner``). None blocks.
+(``_aio_owner.AsyncOwner``). None blocks.
 
 It never calls its owner. A call that leaves something for the owner to do (wake takers,
 re-arm a timer, wake who waits for the queue to shrink) adds it to :attr:`Core.todo`, a set
