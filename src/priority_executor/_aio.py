@@ -15,7 +15,6 @@ here is thread-safe, as nothing in asyncio is. From another thread, submit throu
 from __future__ import annotations
 
 import asyncio
-import inspect
 import math
 import numbers
 import threading
@@ -24,7 +23,7 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any, Optional, TypeVar, Union, cast
 
-from ._aio_owner import AWAIT, AsyncOwner, ScheduledFuture, TaskFunction, close_coroutine
+from ._aio_owner import AsyncOwner, TaskFunction, close_coroutine
 from ._limits import Limits
 from ._policy import (
     Number,
@@ -217,12 +216,13 @@ class AsyncPriorityScheduler:
             RuntimeError: the scheduler is closing, or this is not its event loop.
             QueueFullError: ``max_queued`` tasks wait (see ``when_full``).
         """
+        owner = self._owner
         try:
-            level, timeout = check_task_options(priority, timeout, self._owner.core.ageing)
+            level, timeout = check_task_options(priority, timeout, owner.core.ageing)
         except BaseException:
             close_coroutine(fn)
             raise
-        return self._submit_checked(fn, args, kwargs, level, timeout, None, self._owner.run_timeout)
+        return owner.submit(fn, args, kwargs, level, timeout, None, owner.run_timeout)
 
     async def run(
         self,
@@ -239,29 +239,6 @@ class AsyncPriorityScheduler:
         cancelled); ``asyncio.shield`` opts out.
         """
         return await self.submit(fn, *args, priority=priority, timeout=timeout, **kwargs)
-
-    def _submit_checked(
-        self,
-        fn: TaskFunction[T],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        priority: Number,
-        timeout: Optional[float],
-        key: Hashable,
-        run_timeout: Optional[float],
-    ) -> ScheduledFuture[T]:
-        """Submit with options already checked (by ``submit``, or when a view was made).
-
-        A coroutine object whose submit is refused, by any check, is closed: it never runs.
-        """
-        if inspect.iscoroutine(fn):
-            if args or kwargs:
-                fn.close()
-                raise TypeError("a coroutine object takes no arguments: pass them to its function")
-            args = AWAIT
-        elif not callable(fn):
-            raise TypeError(f"fn must be a coroutine function or a coroutine, got {describe(fn)}")
-        return self._owner.submit(fn, args, kwargs, priority, timeout, key, run_timeout)
 
     def options(
         self,
@@ -577,7 +554,7 @@ class AsyncView:
 
     def submit(self, fn: TaskFunction[T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
         """Queue ``fn(*args, **kwargs)`` with the view's options; see the scheduler's."""
-        return self._scheduler._submit_checked(
+        return self._scheduler._owner.submit(
             fn, args, kwargs, self.priority, self.timeout, self.key, self.run_timeout
         )
 

@@ -193,13 +193,13 @@ class Core:
         Returns:
             None with nothing queued that may start, at capacity, or while paused.
         """
-        limits, queue = self.limits, self.queue
         if as_work_queue:
-            pop, limited = queue.pop_any, False
-        elif self.paused or self.running >= self.capacity:
+            pop, limited = self.queue.pop_any, False
+        elif self.running >= self.capacity or self.paused:
             return None
         else:
-            pop, limited = queue.pop, limits.any_set
+            pop, limited = self.queue.pop, self.limits.any_set
+        limits, queue = self.limits, self.queue
         now = 0.0  # read only under a rate limit
         opened = False  # the clock opened a key or a slot: other takers may start now
         if limited and limits.timed:
@@ -264,25 +264,21 @@ class Core:
         False for a task taken as ``_work_queue`` takes it, which no key counted.
         """
         self.running -= 1
-        self.record(outcome, entry)
+        if outcome == "completed" or outcome == "failed":  # it ran: its times are recorded
+            try:
+                now = self.clock()
+            except Exception as exc:
+                self.clock_errors.append(exc)
+                now = math.nan
+            started = entry.started
+            self.tally.ran(outcome, entry.priority, started - entry.queued_at, now - started)
+        else:  # it never ran (a cancel won)
+            self.tally.add(outcome, entry.priority)
         key = entry.key if keyed else None
         if key is not None:
             self.limits.finished_locked(key, self.queue)
         if self.watchers:
             self.todo |= SHRUNK
-
-    def record(self, outcome: Outcome, entry: Entry) -> None:
-        """Count a started task's outcome, and its run time if it ran."""
-        if outcome != "completed" and outcome != "failed":  # it never ran (a cancel won)
-            self.tally.add(outcome, entry.priority)
-            return
-        try:
-            now = self.clock()
-        except Exception as exc:
-            self.clock_errors.append(exc)
-            now = math.nan
-        started = entry.started
-        self.tally.ran(outcome, entry.priority, started - entry.queued_at, now - started)
 
     # -- leaving the queue unstarted -----------------------------------------------------------
 
