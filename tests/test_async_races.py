@@ -652,3 +652,68 @@ def test_aclose_from_an_eagerly_started_first_step_is_refused_and_leaves_it_open
         await accounted(scheduler)
 
     drive("asyncio", main)
+
+
+# -- a Task made but not yet begun ----------------------------------------------------------------
+# A started task's Task settles it as its own last step; a Task cancelled before its first step
+# would end without running that step, so until it begins, a cancel or a run_timeout settles the
+# future alone, and the Task, when it begins, finds it settled and never calls the function.
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_task_cancelled_before_its_task_begins_never_runs_and_frees_its_slot(kind: str) -> None:
+    async def main() -> None:
+        recorder = Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+        first = scheduler.submit(recorder, "first")  # started: its Task has not had a step
+        second = scheduler.submit(recorder, "second")
+        assert (scheduler.active, scheduler.pending) == (1, 1)
+        assert first.cancel()
+        assert await asyncio.wait_for(second, TIMEOUT) == "second"
+        assert first.cancelled()
+        assert recorder.order == ["second"]
+        stats = await accounted(scheduler)
+        assert (stats.cancelled, stats.completed) == (1, 1)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_run_timeout_passed_before_the_task_begins_fails_it_unrun(kind: str) -> None:
+    async def main() -> None:
+        clock, recorder = FakeClock(), Recorder()
+        scheduler = AsyncPriorityScheduler(1, clock=clock)
+        late = scheduler.options(run_timeout=1.0).submit(recorder, "late")
+        clock.advance(2.0)
+        scheduler._wake_timer()  # the Task made at submit has not begun yet
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(late, TIMEOUT)
+        assert recorder.order == []
+        stats = await accounted(scheduler)
+        assert stats.failed == 1
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_task_cancelled_from_outside_before_it_begins_is_counted_and_holds_the_queue(
+    kind: str,
+) -> None:
+    async def main() -> None:
+        recorder = Recorder()
+        scheduler = AsyncPriorityScheduler(1)
+        never = scheduler.submit(recorder, "never")  # its Task has not had a step
+        queued = scheduler.submit(recorder, "queued")
+        (task,) = scheduler._owner.active
+        task.cancel()  # what asyncio.run's end does to every Task left
+        await settle()
+        assert task.cancelled()
+        assert never.cancelled()
+        assert recorder.order == [], "a Task was started in place of one cancelled from outside"
+        assert (scheduler.active, scheduler.pending) == (0, 1)
+        assert await scheduler.join(TIMEOUT)  # any call moves the queue on
+        assert queued.result() == "queued"
+        stats = await accounted(scheduler)
+        assert (stats.cancelled, stats.completed) == (1, 1)
+
+    drive(kind, main)

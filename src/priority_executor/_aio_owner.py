@@ -176,10 +176,15 @@ async def _run(
     The settling is the last step of the Task itself, not a done-callback, so that the loop
     runs one callback per task less; the slot is freed once ``fn``'s coroutine has finished.
     A future settled before the Task began (cancelled, timed out, set by hand) never calls
-    ``fn``: a Task is cancelled only once it has begun (``_running``), since a Task cancelled
-    before its first step would end without running this at all.
+    ``fn``: the scheduler cancels a Task only once it has begun (``_running``), since a Task
+    cancelled before its first step ends without running this at all. Until it begins, a
+    done-callback (:meth:`AsyncOwner.abandoned`) stands in for that case: a cancel from
+    outside the scheduler, as ``asyncio.run``'s end makes.
     """
     future._running = True
+    task = future._task
+    if task is not None:  # None when an eager task factory runs this inside create_task
+        task.remove_done_callback(owner.abandoned)
     if args is AWAIT:
         owner.coroutines.discard(fn)  # kept until now: closed if this never begins
     if future.done():
@@ -298,8 +303,6 @@ class AsyncOwner:
             loop = None
         if loop is not None and loop is self.loop:
             return loop
-        if loop is not None and self.loop is not None and self.loop.is_closed():
-            self._reap_abandoned()
         if loop is not None and (
             self.loop is None or (self.loop.is_closed() and self.core.quiet())
         ):
@@ -309,18 +312,6 @@ class AsyncOwner:
             f"{what} must be called on the event loop the scheduler runs on; from another"
             " thread or loop, use asyncio.run_coroutine_threadsafe(scheduler.run(...), loop)"
         )
-
-    def _reap_abandoned(self) -> None:
-        """Settle the Tasks of a closed loop that were cancelled before they began.
-
-        ``asyncio.run``'s end cancels every Task; one cancelled before its first step ends
-        without running its coroutine (:func:`_run`), so its task is counted cancelled here.
-        """
-        for task, future in list(self.active.items()):
-            if task.done() and not future._running:
-                self.halted = True  # start nothing on the closed loop
-                self.ended(future, asyncio.CancelledError(), None)
-        self.halted = False
 
     def _apply(self, todo: int) -> None:
         """Do what the core left to do (``Core.todo``); the pump that follows starts tasks."""
@@ -463,6 +454,8 @@ class AsyncOwner:
             return  # an eager task factory ran it to its end, settled, inside create_task
         future._task = task
         self.active[task] = future
+        if not future._running:  # see _run
+            task.add_done_callback(self.abandoned)
         if future._run_timeout is not None:
             future._timer = future._run_id = None
             future._timed_out = False
@@ -565,6 +558,14 @@ class AsyncOwner:
             self.pump()
         elif core.todo:
             self._apply(core.take_todo())
+
+    def abandoned(self, task: asyncio.Task[Any]) -> None:
+        """Done-callback of a Task until it begins: one cancelled from outside before its first
+        step never ran :func:`_run`, so its task is settled here, as cancelled from outside."""
+        future = self.active.get(task)
+        if future is not None and not future._running:
+            self.halted = True
+            self.ended(future, asyncio.CancelledError(), None)
 
     # -- 4. cancel ----------------------------------------------------------------------------
 
