@@ -35,6 +35,7 @@ from priority_executor._limits import Limits
 from priority_executor._orders import HeapQueue, TaskQueue
 from priority_executor._policy import Number, WhenFull, rank_of
 from priority_executor._queue import NO_KWARGS, Entry
+from priority_executor._recording import MAX_CLASSES, OTHER
 from support import exact, queue_full_message
 
 START = 1000.0
@@ -668,6 +669,57 @@ def test_change_key_limit_on_keyed_lanes_recloses_and_reopens_keys() -> None:
     assert owner.take_tags() == ["a2", "a3"]
 
 
+def test_held_tasks_expire_are_evicted_moved_and_drained_with_the_held_count_kept() -> None:
+    owner = Owner(key_limit=1, max_queued=4, when_full="evict")
+    owner.submit("a1", 5, key="a")
+    a2 = owner.submit("a2", 4, key="a", timeout=1.0)
+    a3 = owner.submit("a3", 0, key="a")
+    owner.submit("b1", 3, key="b")
+    a1 = owner.take()
+    assert tag_of(a1) == "a1"
+    assert owner.core.queue.held == 2
+    owner.submit("b2", 2, key="b")
+    assert owner.core.full()
+    owner.submit("b3", 1, key="b")  # evicts a3, held or not: it would run last
+    assert a3.future.cancelled()
+    assert owner.core.queue.held == 1
+    assert owner.core.requeue(a2.future, 9)  # moved while held: still held
+    owner.check()
+    assert owner.core.queue.held == 1
+    b1 = owner.take()
+    assert tag_of(b1) == "b1"  # a2 ranks first, but its key is at its limit
+    assert owner.core.queue.held == 3  # a2, and now b2 and b3
+    owner.clock.advance(1.0)
+    assert [tag_of(e) for e in owner.pop_due()] == ["a2"]
+    assert owner.core.queue.held == 2
+    drained = owner.core.drain("cancelled")
+    assert [tag_of(e) for e in drained] == ["b2", "b3"]
+    assert owner.core.queue.held == 0
+    owner.in_flight -= 2
+    owner.settle_unrun(drained)
+    for entry in (a1, b1):
+        assert entry is not None
+        owner.finish(entry)
+    assert owner.core.limits.keys == {}
+    assert owner.core.quiet()
+
+
+def test_change_limit_with_a_failing_clock_raises_and_changes_nothing() -> None:
+    owner = Owner()
+    owner.submit("a")
+    owner.clock.error = OSError("clock down")
+    for limit in ("rate_limit", "key_rate_limit"):
+        with pytest.raises(OSError, match=exact("clock down")):
+            owner.core.change_limit(limit, RateLimit(1, 1.0))
+        owner.check()
+        assert not owner.core.limits.any_set
+        assert owner.core.fast_submit
+        assert isinstance(owner.core.queue, TaskQueue)
+    owner.core.change_limit("key_limit", 1)  # reads no clock
+    owner.check()
+    assert isinstance(owner.core.queue, KeyedQueue)
+
+
 # -- todo bits --------------------------------------------------------------------------------
 
 
@@ -891,6 +943,19 @@ def test_nan_clock_readings_leave_the_times_unrecorded() -> None:
     assert stats.wait[1].count == stats.run[1].count == 0
 
 
+def test_priorities_beyond_max_classes_are_counted_under_other() -> None:
+    owner = Owner()
+    for p in range(MAX_CLASSES + 3):
+        owner.submit(p, p)
+    owner.clock.advance(1.0)
+    owner.take_tags()  # best first: the highest MAX_CLASSES priorities get a class each
+    stats = owner.stats()
+    assert set(stats.outcomes) == {*range(3, MAX_CLASSES + 3), OTHER}
+    assert stats.outcomes[OTHER]["completed"] == 3
+    assert stats.wait[OTHER].count == 3
+    assert stats.wait[OTHER].total == 3.0
+
+
 # -- a clock that raises ----------------------------------------------------------------------
 
 
@@ -948,91 +1013,130 @@ def test_take_under_a_rate_limit_with_a_failing_clock_holds_and_sets_timer() -> 
 
 
 class Model:
-    """Strict priority, FIFO among equals, capacity and queue deadlines, by brute force."""
+    """Strict priority, FIFO among equals, capacity, queue deadlines and a key limit, by brute
+    force: the task that starts is the best queued task that every limit allows now."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.queued: list[tuple[Number, int, Optional[float], Entry]] = []
+        self.key_limit: Optional[int] = None
+        # (priority, seq, deadline, future, key): seq counts pushes and moves.
+        self.queued: list[tuple[Number, int, Optional[float], Future[Any], Hashable]] = []
         self.running: list[Entry] = []
         self.seq = 0
-        self.expired = 0
 
-    def push(self, entry: Entry, priority: Number, deadline: Optional[float]) -> None:
-        self.queued.append((priority, self.seq, deadline, entry))
+    def push(
+        self, future: Future[Any], priority: Number, deadline: Optional[float], key: Hashable
+    ) -> None:
+        self.queued.append((priority, self.seq, deadline, future, key))
         self.seq += 1
 
-    def take(self, now: float) -> tuple[Optional[Entry], list[Entry]]:
+    def requeue(self, index: int, priority: Number) -> Future[Any]:
+        _, _, deadline, future, key = self.queued.pop(index)
+        self.push(future, priority, deadline, key)
+        return future
+
+    def allowed(self, key: Hashable) -> bool:
+        if key is None or self.key_limit is None:
+            return True
+        return sum(entry.key == key for entry in self.running) < self.key_limit
+
+    def held(self) -> int:
+        return sum(not self.allowed(item[4]) for item in self.queued)
+
+    def take(self, now: float) -> tuple[Optional[Future[Any]], list[Future[Any]]]:
+        """The future of the task to start, and those found due on the way."""
         if len(self.running) >= self.capacity:
             return None, []
         unrun = []
         for item in sorted(self.queued, key=lambda item: (-item[0], item[1])):
-            self.queued.remove(item)
-            _, _, deadline, entry = item
-            if deadline is not None and now >= deadline:
-                unrun.append(entry)
+            if not self.allowed(item[4]):
                 continue
-            self.running.append(entry)
-            return entry, unrun
+            self.queued.remove(item)
+            if item[2] is not None and now >= item[2]:
+                unrun.append(item[3])
+                continue
+            return item[3], unrun
         return None, unrun
 
-    def pop_due(self, now: float) -> list[Entry]:
+    def pop_due(self, now: float) -> list[Future[Any]]:
         due = [item for item in self.queued if item[2] is not None and now >= item[2]]
         for item in due:
             self.queued.remove(item)
         return [item[3] for item in due]
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_random_walk_makes_the_same_choices_as_a_reference_model(seed: int) -> None:
+@pytest.mark.parametrize("keys", [False, True], ids=["no keys", "key limit"])
+@pytest.mark.parametrize("seed", range(5))
+def test_random_walk_makes_the_same_choices_as_a_reference_model(seed: int, keys: bool) -> None:
+    """Submits, takes, finishes, cancels, moves, clock steps and (with keys) key limits set
+    and removed at run time, against :class:`Model`: the same choices at every step."""
     rng = random.Random(seed)
     capacity = rng.randint(1, 4)
     owner = Owner(capacity=capacity)
     model = Model(capacity)
     levels: list[Number] = [-1, 0, 0.5, 1, 3]
+    key_choices: list[Hashable] = [None, "a", "b", "c"] if keys else [None]
     counts = {"completed": 0, "failed": 0, "cancelled": 0, "expired": 0}
     submitted = 0
     for step in range(300):
         op = rng.random()
         now = owner.clock.now
-        if op < 0.35:
+        if op < 0.33:
             priority = rng.choice(levels)
             timeout = rng.choice([None, None, 0.0, 1.0, 2.5])
-            entry = owner.submit(step, priority, timeout)
+            key = rng.choice(key_choices)
+            entry = owner.submit(step, priority, timeout, key)
             submitted += 1
             if timeout == 0.0:
                 counts["expired"] += 1
             else:
-                model.push(entry, priority, None if timeout is None else now + timeout)
-        elif op < 0.6:
+                deadline = None if timeout is None else now + timeout
+                model.push(entry.future, priority, deadline, key)
+        elif op < 0.58:
             expected, expected_unrun = model.take(now)
             unrun: list[Entry] = []
             taken = owner.core.take(unrun)
-            assert taken is expected, step
-            assert unrun == expected_unrun, step
+            assert (taken and taken.future) is expected, step
+            assert [e.future for e in unrun] == expected_unrun, step
+            if taken is not None:
+                model.running.append(taken)
             counts["expired"] += len(unrun)
             owner.in_flight -= len(unrun)
             owner.check()
             owner.settle_unrun(unrun)
-        elif op < 0.8:
+        elif op < 0.76:
             if model.running:
                 done = model.running.pop(rng.randrange(len(model.running)))
                 outcome: Outcome = rng.choice(["completed", "failed"])
                 owner.finish(done, outcome)
                 counts[outcome] += 1
-        elif op < 0.9:
+        elif op < 0.83:
             if model.queued:
-                item = model.queued.pop(rng.randrange(len(model.queued)))
-                assert owner.cancel(item[3]) is item[3]
+                future = model.queued.pop(rng.randrange(len(model.queued)))[3]
+                removed = owner.cancel(owner.core.queue.entries[future])
+                assert removed is not None
+                assert removed.future is future
                 counts["cancelled"] += 1
+        elif op < 0.88:
+            if model.queued:
+                priority = rng.choice(levels)
+                future = model.requeue(rng.randrange(len(model.queued)), priority)
+                assert owner.core.requeue(future, priority)
+        elif op < 0.93 and keys:
+            limit = rng.choice([None, 1, 2])
+            model.key_limit = limit
+            owner.core.change_limit("key_limit", limit)
+            assert isinstance(owner.core.queue, KeyedQueue) == (limit is not None)
         else:
             owner.clock.advance(rng.choice([0.5, 1.0]))
             if rng.random() < 0.5:
                 expected_due = model.pop_due(owner.clock.now)
                 due = owner.pop_due()
-                assert {id(e) for e in due} == {id(e) for e in expected_due}, step
+                assert {id(e.future) for e in due} == {id(f) for f in expected_due}, step
                 counts["expired"] += len(due)
         owner.check()
         assert len(owner.core.queue) == len(model.queued), step
+        assert owner.core.queue.held == model.held(), step
         assert owner.core.running == len(model.running), step
         assert owner.in_flight == len(model.queued) + len(model.running), step
         totals = owner.core.tally.totals()
