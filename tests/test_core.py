@@ -33,7 +33,7 @@ from priority_executor._core import EMPTIED, OPENED, SHRUNK, TIMER, Core
 from priority_executor._keyed import KeyedQueue
 from priority_executor._limits import Limits
 from priority_executor._orders import HeapQueue, TaskQueue
-from priority_executor._policy import Number, WhenFull, rank_of
+from priority_executor._policy import Number, WhenFull, check_task_options, rank_of
 from priority_executor._queue import NO_KWARGS, Entry
 from priority_executor._recording import MAX_CLASSES, OTHER
 from support import exact, queue_full_message
@@ -107,13 +107,15 @@ class Owner:
     def submit(
         self,
         tag: object,
-        priority: Number = 0,
+        priority: object = 0,
         timeout: Optional[float] = None,
         key: Hashable = None,
     ) -> Entry:
-        """Stamp, make room, count and queue a task; a task due at once is counted expired."""
+        """Check, stamp, make room, count and queue a task, as ``submit`` does; a task due at
+        once is counted expired."""
         core = self.core
-        entry = Entry(Future(), task, (tag,), NO_KWARGS, priority, None, key)
+        level, timeout = check_task_options(priority, timeout, core.ageing)
+        entry = Entry(Future(), task, (tag,), NO_KWARGS, level, None, key)
         rank, expired = core.stamp(entry, timeout)
         evict = None
         if not expired and core.full():
@@ -123,7 +125,7 @@ class Owner:
                 assert evict is not None, "the test does not block"
         core.tally.submitted += 1
         if expired:
-            core.tally.add("expired", priority)
+            core.tally.add("expired", level)
             self.check()
             return entry
         if evict is not None:
@@ -211,22 +213,31 @@ def test_take_returns_higher_priority_first_and_fifo_among_equals() -> None:
 
 def test_take_orders_mixed_int_float_and_fraction_priorities_as_numbers() -> None:
     owner = Owner()
-    priorities: list[Number] = [
+    priorities: list[object] = [
         1,
-        Fraction(3, 2),  # type: ignore[list-item]  # a Real the core orders as it is
+        Fraction(3, 2),
         1.5,
         2,
-        Fraction(1, 3),  # type: ignore[list-item]
+        Fraction(1, 3),
         0.25,
         1.0,
         -2,
-        Fraction(-5, 2),  # type: ignore[list-item]
+        Fraction(-5, 2),
         -2.5,
         1,
     ]
     for i, p in enumerate(priorities):
         owner.submit(i, p)
     # 3/2 == 1.5 and 1 == 1.0: one level each, in submission order.
+    assert owner.stats().queued_by_priority == {
+        2: 1,
+        1.5: 2,
+        1: 3,
+        1 / 3: 1,
+        0.25: 1,
+        -2: 1,
+        -2.5: 2,
+    }
     assert owner.take_tags() == [3, 1, 2, 0, 6, 10, 4, 5, 7, 8, 9]
 
 
@@ -481,7 +492,7 @@ def test_room_of_due_takes_out_the_tasks_due_at_the_reading_and_nothing_for_nan(
     owner = Owner(max_queued=2)
     owner.submit("a", 0, timeout=1.0)
     owner.submit("b", 0)
-    assert owner.core.room_of_due(START + 5.0 - 5.0) == []  # none due yet
+    assert owner.core.room_of_due(owner.clock.now) == []  # none due yet
     assert owner.core.room_of_due(math.nan) == []
     owner.clock.advance(1.0)
     # The submit finds the queue full, and "a" due at its own reading: room, not a refusal.
@@ -725,7 +736,8 @@ def test_change_limit_with_a_failing_clock_raises_and_changes_nothing() -> None:
 
 def test_shrunk_is_set_by_take_finish_and_unqueue_only_while_someone_watches() -> None:
     owner = Owner()
-    a, b = owner.submit("a"), owner.submit("b")
+    owner.submit("a")
+    b = owner.submit("b")
     owner.submit("c")
     taken = owner.take()
     assert taken is not None
@@ -746,7 +758,6 @@ def test_shrunk_is_set_by_take_finish_and_unqueue_only_while_someone_watches() -
     assert owner.core.take_todo() == SHRUNK
     assert owner.take() is None
     assert owner.core.take_todo() == SHRUNK  # a take that found nothing reports it too
-    assert a.future.done() is False  # never settled by the core: the owner's part
 
 
 def test_emptied_is_set_by_unqueue_and_pop_due_only_while_stopping() -> None:
@@ -831,7 +842,8 @@ def test_requeue_returns_false_for_an_unknown_or_done_handle() -> None:
     owner.in_flight -= 1
     owner.check()
     taken = owner.take()
-    assert not owner.core.requeue(taken.future if taken else Future(), 9)  # running
+    assert taken is not None
+    assert not owner.core.requeue(taken.future, 9)  # running: not queued
     owner.check()
 
 
