@@ -379,10 +379,10 @@ def test_pop_due_returns_exactly_the_due_entries_counted_expired_and_settling() 
     owner.submit("c", 2, timeout=1.0)
     owner.submit("d", 3)
     assert owner.core.next_deadline() == START + 1.0
-    owner.clock.advance(0.999)
+    owner.clock.now = math.nextafter(START + 1.0, 0.0)  # just before the deadline
     assert owner.core.pop_due(owner.clock.now) == []
     assert owner.core.take_todo() == 0
-    owner.clock.advance(0.001)  # exactly the deadline: due
+    owner.clock.now = START + 1.0  # exactly the deadline: due
     due = owner.core.pop_due(owner.clock.now)
     assert sorted(str(tag_of(e)) for e in due) == ["a", "c"]
     assert owner.core.settling == 2
@@ -578,8 +578,11 @@ def test_change_rate_limit_at_run_time_keeps_the_starts_counted() -> None:
     owner.core.change_limit("rate_limit", RateLimit(3, 1.0))
     owner.check()
     assert not owner.core.fast_submit
-    assert tag_of(owner.take()) == 2  # its first start counted: room for three
-    owner.core.change_limit("rate_limit", RateLimit(1, 1.0))
+    # Starts before any rate limit was set are in no window: this is the first counted.
+    assert tag_of(owner.take()) == 2
+    assert owner.core.limits.rate_until is None
+    owner.core.change_limit("rate_limit", RateLimit(1, 1.0))  # the start just counted fills it
+    assert owner.core.limits.rate_until == START + 1.0
     owner.check()
     assert owner.take() is None
     owner.core.change_limit("rate_limit", None)
