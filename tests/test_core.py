@@ -387,7 +387,7 @@ def test_pop_due_returns_exactly_the_due_entries_counted_expired_and_settling() 
     assert sorted(str(tag_of(e)) for e in due) == ["a", "c"]
     assert owner.core.settling == 2
     assert owner.core.tally.totals()["expired"] == 2
-    assert owner.core.take_todo() == SHRUNK | EMPTIED  # whoever watches, stopping or not
+    assert owner.core.take_todo() == 0  # no one watches, not stopping
     assert not owner.core.quiet()
     owner.in_flight -= 2
     owner.check()
@@ -760,10 +760,10 @@ def test_shrunk_is_set_by_take_finish_and_unqueue_only_while_someone_watches() -
     owner.cancel(d)
     assert owner.core.take_todo() == SHRUNK
     assert owner.take() is None
-    assert owner.core.take_todo() == SHRUNK  # a take that found nothing reports it too
+    assert owner.core.take_todo() == 0  # a take that found nothing shrank nothing
 
 
-def test_emptied_is_set_by_unqueue_and_pop_due_only_while_stopping() -> None:
+def test_emptied_is_set_by_unqueue_pop_due_and_take_only_while_stopping() -> None:
     owner = Owner()
     a = owner.submit("a")
     owner.cancel(a)
@@ -775,16 +775,31 @@ def test_emptied_is_set_by_unqueue_and_pop_due_only_while_stopping() -> None:
     assert owner.core.take_todo() == EMPTIED
     owner.clock.advance(1.0)
     owner.pop_due()
-    assert owner.core.take_todo() == SHRUNK | EMPTIED
+    assert owner.core.take_todo() == EMPTIED
     assert owner.core.quiet()
+    owner.core.stopping = False
+    owner.submit("d", timeout=1.0)
+    owner.core.stopping = True  # the last task expires as a take finds it due
+    owner.clock.advance(1.0)
+    assert owner.take() is None
+    assert owner.core.take_todo() == EMPTIED
 
 
-def test_drain_and_settled_always_set_shrunk() -> None:
+def test_drain_settled_and_pop_due_set_shrunk_only_while_someone_watches() -> None:
     owner = Owner()
     owner.submit("a")
+    owner.submit("b", timeout=1.0)
+    owner.clock.advance(1.0)
+    owner.pop_due()
+    assert owner.core.take_todo() == 0
+    owner.core.settled(1)
+    assert owner.core.take_todo() == 0
+    owner.core.watchers = 1
+    owner.core.settled(0)
+    assert owner.core.take_todo() == 0  # nothing settled
     owner.core.drain("cancelled")
     assert owner.core.take_todo() == SHRUNK
-    owner.core.settled(0)
+    owner.core.settled(1)
     assert owner.core.take_todo() == SHRUNK
 
 

@@ -227,6 +227,8 @@ class Core:
             self.tally.add("expired", entry.priority)
             self.settling += 1
             unrun.append(entry)
+            if self.stopping:
+                self.todo |= EMPTIED
             entry = pop()
         if entry is not None:
             self.running += 1
@@ -245,10 +247,10 @@ class Core:
             counted = not as_work_queue and (limited or entry.key is not None)
             if counted and limits.started_locked(entry.key, now, queue):
                 self.todo |= TIMER
+            if self.watchers:
+                self.todo |= SHRUNK
         if opened:
             self._opened(now)
-        if self.watchers:
-            self.todo |= SHRUNK
         return entry
 
     def _opened(self, now: float) -> None:
@@ -306,13 +308,15 @@ class Core:
         else:
             self.tally.add_each(outcome, [entry.priority for entry in drained])
         self.settling += len(drained)
-        self.todo |= SHRUNK
+        if self.watchers and drained:
+            self.todo |= SHRUNK
         return drained
 
     def settled(self, count: int) -> None:
         """``count`` futures counted in ``settling`` are settled, callbacks included."""
         self.settling -= count
-        self.todo |= SHRUNK
+        if self.watchers and count:
+            self.todo |= SHRUNK
 
     def quiet(self) -> bool:
         """Nothing queued, running or being settled: what join() waits for."""
@@ -344,7 +348,10 @@ class Core:
         if due:
             self.tally.add_each("expired", [entry.priority for entry in due])
             self.settling += len(due)
-            self.todo |= SHRUNK | EMPTIED
+            if self.watchers:
+                self.todo |= SHRUNK
+            if self.stopping:
+                self.todo |= EMPTIED
         return due
 
     def room_of_due(self, now: float) -> list[Entry]:
