@@ -31,7 +31,7 @@ from aio_support import (
 )
 from conftest import TIMEOUT, FakeClock
 from priority_executor import AsyncPriorityScheduler, ExecutorStatistics, Priority
-from priority_executor._aio_owner import COMPACT_SLACK
+from priority_executor._aio_task import COMPACT_SLACK
 from support import exact
 
 
@@ -295,7 +295,7 @@ def test_run_deadlines_of_ended_tasks_neither_pile_up_nor_keep_their_futures(kin
         ended = [scheduler.submit(returning, n) for n in range(10 * COMPACT_SLACK)]
         await asyncio.gather(*ended)
         await settle()
-        assert len(scheduler._owner.run_deadlines) <= 2 + COMPACT_SLACK + 1
+        assert len(scheduler._owner.runs.heap) <= 2 + COMPACT_SLACK + 1
         kept = [weakref.ref(future) for future in ended]
         del ended
         gc.collect()

@@ -10,7 +10,8 @@ cancellation.
 
 from __future__ import annotations
 
-from ._aio import AsyncPriorityScheduler, AsyncView
+from ._aio import AsyncPriorityScheduler
+from ._aio_view import AsyncView
 from ._delegating import PriorityExecutor
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor

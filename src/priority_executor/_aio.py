@@ -16,21 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import math
-import numbers
 import threading
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any, Optional, TypeVar, Union, cast
 
-from ._aio_owner import AsyncOwner, TaskFunction, close_coroutine
+from ._aio_owner import AsyncOwner
+from ._aio_task import TaskFunction, close_coroutine
+from ._aio_view import SCHEDULER_DEFAULT, AsyncView, SchedulerDefault
 from ._limits import Limits
 from ._policy import (
     Number,
     Priority,
-    WhenFull,
     check_ageing,
+    check_async_when_full,
     check_clock,
+    check_concurrency,
     check_key,
     check_limit,
     check_seconds,
@@ -42,16 +44,6 @@ from ._rates import RateLimit, check_rate_limit
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
-
-
-class _Default:
-    """The ``run_timeout`` of a view that did not set one: its scheduler's."""
-
-    def __repr__(self) -> str:
-        return "<the scheduler's run_timeout>"
-
-
-SCHEDULER_DEFAULT = _Default()
 
 
 #: How often a call waiting for the loop (:func:`_on_loop`) checks that it still runs.
@@ -90,35 +82,6 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
     if not ok:
         raise value
     return cast(T, value)
-
-
-def check_concurrency(value: object) -> Union[int, float]:
-    """Return ``concurrency``: a positive int, or ``math.inf`` for no limit."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
-        )
-    if value == math.inf:
-        return math.inf
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
-        )
-    return int(value)
-
-
-def check_async_when_full(value: object) -> WhenFull:
-    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``.
-
-    ``"block"`` is refused: a submit never blocks the loop, and a caller that awaits
-    ``run()`` is already paced.
-    """
-    if value == "raise" or value == "reject":
-        return "raise"
-    if value == "evict":
-        return "evict"
-    why = ": a submit never blocks the event loop" if value == "block" else ""
-    raise ValueError(f"when_full must be 'raise', 'reject' or 'evict', got {describe(value)}{why}")
 
 
 class AsyncPriorityScheduler:
@@ -245,7 +208,7 @@ class AsyncPriorityScheduler:
         *,
         priority: Number = Priority.NORMAL,
         timeout: Optional[float] = None,
-        run_timeout: Union[float, _Default, None] = SCHEDULER_DEFAULT,
+        run_timeout: Union[float, SchedulerDefault, None] = SCHEDULER_DEFAULT,
         key: Hashable = None,
     ) -> AsyncView:
         """A view whose ``submit`` and ``run`` forward every keyword to ``fn``.
@@ -259,7 +222,7 @@ class AsyncPriorityScheduler:
                 not a positive finite number.
         """
         level, timeout = check_task_options(priority, timeout, self._owner.core.ageing)
-        if isinstance(run_timeout, _Default):
+        if isinstance(run_timeout, SchedulerDefault):
             running = self._owner.run_timeout
         else:
             running = check_seconds("run_timeout", run_timeout)
@@ -525,45 +488,3 @@ class AsyncPriorityScheduler:
 def _settle(waiter: asyncio.Future[bool], value: bool) -> None:
     if not waiter.done():
         waiter.set_result(value)
-
-
-class AsyncView:
-    """A view of an :class:`AsyncPriorityScheduler` with fixed options for its tasks.
-
-    Made by :meth:`AsyncPriorityScheduler.options`. Its :meth:`submit` and :meth:`run`
-    forward every keyword to ``fn`` (``timeout=3`` reaches ``fn``), and take the priority,
-    queue timeout, run timeout and key from the view: its attributes ``priority``,
-    ``timeout`` and ``run_timeout`` (seconds, or None) and ``key``.
-    """
-
-    __slots__ = ("_scheduler", "key", "priority", "run_timeout", "timeout")
-
-    def __init__(
-        self,
-        scheduler: AsyncPriorityScheduler,
-        priority: Number,
-        timeout: Optional[float],
-        run_timeout: Optional[float],
-        key: Hashable,
-    ) -> None:
-        self._scheduler = scheduler
-        self.priority = priority
-        self.timeout = timeout
-        self.run_timeout = run_timeout
-        self.key = key
-
-    def submit(self, fn: TaskFunction[T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-        """Queue ``fn(*args, **kwargs)`` with the view's options; see the scheduler's."""
-        return self._scheduler._owner.submit(
-            fn, args, kwargs, self.priority, self.timeout, self.key, self.run_timeout
-        )
-
-    async def run(self, fn: TaskFunction[T], /, *args: Any, **kwargs: Any) -> T:
-        """``await submit(...)``."""
-        return await self.submit(fn, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return (
-            f"<AsyncView priority={self.priority!r} timeout={self.timeout!r}"
-            f" run_timeout={self.run_timeout!r} key={self.key!r} of {self._scheduler!r}>"
-        )

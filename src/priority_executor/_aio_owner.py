@@ -41,205 +41,35 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import heapq
-import inspect
-import itertools
 import math
-import sys
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from inspect import CO_COROUTINE
-from types import CoroutineType, FunctionType
+from collections.abc import Callable, Hashable, Mapping
+from types import CoroutineType
 from typing import Any, Optional, TypeVar, Union
 
+from ._aio_task import (
+    AWAIT,
+    RunDeadlines,
+    ScheduledFuture,
+    TaskFunction,
+    cancelled_from_outside,
+    close_all,
+    close_coroutine,
+    create_task,
+    deadline_message,
+    run_task,
+    set_exception,
+    set_result,
+)
 from ._claim import Outcome
 from ._core import SHRUNK, TIMER, Core
-from ._futures import EXPIRED_MARK, mark_expired
+from ._futures import mark_expired
 from ._limits import Limits
-from ._policy import Number, WhenFull, describe, is_due
+from ._policy import Number, WhenFull, describe
 from ._queue import NO_KWARGS, Entry
 from ._timer import CLOCK_RETRY, log_clock_failure
 
 T = TypeVar("T")
-
-#: The ``args`` of an entry whose ``fn`` is a coroutine object to await, not a function.
-AWAIT: tuple[Any, ...] = ("<await>",)
-
-#: Run deadlines of ended tasks left in the heap, beyond twice the running ones, before it
-#: is rebuilt without them.
-COMPACT_SLACK = 16
-
-#: What a coroutine that ran past its ``run_timeout`` raises (the builtin on 3.11+).
-RunTimeoutError = asyncio.TimeoutError
-
-
-class ScheduledFuture(asyncio.Future[T]):
-    """The future of one scheduled task: cancelling it takes the task out at once.
-
-    It carries its task's state, so that a start costs no object more than its Task.
-    """
-
-    __slots__ = (
-        EXPIRED_MARK,
-        "_context",
-        "_entry",
-        "_owner",
-        "_queue_timeout",
-        "_run_id",
-        "_running",
-        "_run_timeout",
-        "_task",
-        "_timed_out",
-        "_timer",
-    )
-
-    _owner: Optional[AsyncOwner]  # None once the scheduler is done with it
-    _context: contextvars.Context  # the context of the submit, for the Task
-    _queue_timeout: Optional[float]  # its submit's timeout, for the CancelledError's message
-    _run_timeout: Optional[float]
-    _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
-    _task: Optional[asyncio.Task[Any]]  # its Task, once made
-    _running: bool  # its Task has begun: a cancel reaches the coroutine through the Task
-    _run_id: Optional[int]  # its entry in the owner's run deadlines, while it runs
-    # With a run_timeout, from its start: its timer on the loop's clock (see _time_run), and
-    # whether it timed out.
-    _timer: Optional[asyncio.TimerHandle]
-    _timed_out: bool
-
-    def cancel(self, msg: Any = None) -> bool:
-        """Cancel the task: it never starts if queued; a running coroutine is cancelled.
-
-        The future is cancelled at once. A running coroutine's slot is freed only when it
-        has finished (its ``finally`` blocks run, or it suppresses the cancel). False once
-        the coroutine has finished, also before the scheduler has settled the future.
-        """
-        task = self._task
-        if task is not None and task.done():
-            return False  # it ran to an end: its outcome is the future's, one step later
-        if not super().cancel(msg):
-            return False
-        owner = self._owner
-        if owner is not None:
-            owner.cancelled(self)
-        return True
-
-    def set_result(self, result: T) -> None:
-        """Settle the future by hand: a queued task then never starts (as ``cancel``)."""
-        super().set_result(result)
-        self._settled_by_hand()
-
-    def set_exception(self, exception: Union[type, BaseException]) -> None:
-        """Settle the future by hand: a queued task then never starts (as ``cancel``)."""
-        super().set_exception(exception)
-        self._settled_by_hand()
-
-    def _settled_by_hand(self) -> None:
-        owner = self._owner
-        if owner is not None and self._entry is None:  # queued; a running one runs on
-            owner.unqueue(self, cancelled=False)
-
-    def _time_out(self) -> None:
-        """``run_timeout`` passed: the future raises TimeoutError now; the coroutine is cancelled.
-
-        Its slot stays taken until the coroutine has finished.
-        """
-        task = self._task
-        if task is None or task.done():
-            return  # it finished as its time ran out: its outcome stands
-        if not self.done():
-            self._timed_out = True
-            error = RunTimeoutError(f"the task ran past run_timeout={self._run_timeout}")
-            asyncio.Future.set_exception(self, error)
-        if self._running:
-            task.cancel()
-
-
-def deadline_message(timeout: float) -> str:
-    """The message of the CancelledError of a task whose queue deadline passed."""
-    return f"queue deadline passed after {timeout} s"
-
-
-#: Settle a scheduled future as the scheduler does, past its by-hand hooks.
-_set_result = asyncio.Future.set_result
-_set_exception = asyncio.Future.set_exception
-
-
-async def _run(
-    owner: AsyncOwner,
-    future: ScheduledFuture[Any],
-    fn: Any,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-) -> None:
-    """The coroutine of a started task's Task: run the task, then settle it and start the next.
-
-    The settling is the last step of the Task itself, not a done-callback, so that the loop
-    runs one callback per task less; the slot is freed once ``fn``'s coroutine has finished.
-    A future settled before the Task began (cancelled, timed out, set by hand) never calls
-    ``fn``: the scheduler cancels a Task only once it has begun (``_running``), since a Task
-    cancelled before its first step ends without running this at all. Until it begins, a
-    done-callback (:meth:`AsyncOwner.abandoned`) stands in for that case: a cancel from
-    outside the scheduler, as ``asyncio.run``'s end makes.
-    """
-    future._running = True
-    task = future._task
-    if task is not None:  # None when an eager task factory runs this inside create_task
-        task.remove_done_callback(owner.abandoned)
-    if args is AWAIT:
-        owner.coroutines.discard(fn)  # kept until now: closed if this never begins
-    if future.done():
-        if args is AWAIT:
-            fn.close()  # it will never run: no "never awaited" warning
-        owner.ended(future, None, None)
-        return
-    try:
-        if args is AWAIT:
-            result = await fn
-        elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
-            # An async def: no need to check what it returns. An empty ``**`` would copy
-            # NO_KWARGS into a new dict.
-            result = await (fn(*args, **kwargs) if kwargs else fn(*args))
-        else:
-            awaitable = fn(*args, **kwargs)
-            if not inspect.isawaitable(awaitable):
-                raise TypeError(
-                    f"fn must return an awaitable, got {describe(awaitable)}: for a blocking"
-                    " function, use loop.run_in_executor(pool.options(...), fn) with a"
-                    " PriorityThreadPoolExecutor"
-                )
-            result = await awaitable
-    except BaseException as exc:
-        owner.ended(future, exc, None)
-        if not isinstance(exc, Exception):
-            raise  # a CancelledError ends the Task cancelled; KeyboardInterrupt goes on
-    else:
-        owner.ended(future, None, result)
-
-
-if sys.version_info >= (3, 11):
-    _STANDARD_CREATE_TASK = asyncio.BaseEventLoop.create_task
-
-    def _create_task(
-        loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context
-    ) -> asyncio.Task[Any]:
-        """``loop.create_task(coro, context=context)``, without its Python frame where it has one.
-
-        On asyncio's own loops with no task factory set, ``create_task`` makes the same
-        ``Task`` from a Python method; making it here saves that call: 3 to 4 % of the
-        throughput of 100,000 no-op coroutines at concurrency 64 (``python
-        benchmarks/aio.py --case hroughput``, CPython 3.11). Any other loop (uvloop) or a
-        task factory gets the call itself.
-        """
-        if type(loop).create_task is _STANDARD_CREATE_TASK and loop.get_task_factory() is None:
-            return asyncio.Task(coro, loop=loop, context=context)
-        return loop.create_task(coro, context=context)
-
-else:
-
-    def _create_task(
-        loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context
-    ) -> asyncio.Task[Any]:
-        return context.run(loop.create_task, coro)  # the Task copies the context it runs in
 
 
 class AsyncOwner:
@@ -276,17 +106,12 @@ class AsyncOwner:
         # The coroutine objects queued (submit(coro)), closed if the scheduler is collected
         # with them unstarted, so that none warns "never awaited".
         self.coroutines: set[Any] = set()
-        weakref.finalize(self, _close_all, self.coroutines)
+        weakref.finalize(self, close_all, self.coroutines)
         self.unrun: list[Entry] = []  # what pump()'s takes found expired, for it to cancel
         self.timer: Optional[asyncio.TimerHandle] = None
         self.timer_at: Optional[float] = None  # on the scheduler's clock
         self.idle: list[asyncio.Future[bool]] = []  # join() waiters, woken once quiet
-        # The run deadlines of the running tasks with a run_timeout, on the scheduler's
-        # clock: a heap of (deadline, run id), and the future of each run id until its task ends.
-        # The heap holds no future, so a task that ended is kept alive by nothing here.
-        self.run_deadlines: list[tuple[float, int]] = []
-        self.running_until: dict[int, ScheduledFuture[Any]] = {}
-        self.run_ids = itertools.count()
+        self.runs = RunDeadlines()
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -437,9 +262,9 @@ class AsyncOwner:
         fn, args, kwargs = entry.fn, entry.args, entry.kwargs
         # The future keeps its entry (its key, priority and times) until it ends.
         future._entry, future._running = entry, False
-        coro = _run(self, future, fn, args, kwargs)
+        coro = run_task(self, future, fn, args, kwargs)
         try:
-            task = _create_task(loop, coro, future._context)
+            task = create_task(loop, coro, future._context)
         except Exception as exc:  # a task factory that raised, say
             future._owner = future._entry = None
             coro.close()
@@ -447,7 +272,7 @@ class AsyncOwner:
                 self.coroutines.discard(fn)
                 close_coroutine(fn)  # it will never run: no "never awaited" warning
             if not future.done():
-                _set_exception(future, exc)
+                set_exception(future, exc)
             self.core.finish("failed", entry)
             return
         if task.done():
@@ -477,9 +302,7 @@ class AsyncOwner:
             assert loop is not None
             future._timer = loop.call_later(timeout, future._time_out)
             return
-        run_id = future._run_id = next(self.run_ids)
-        self.running_until[run_id] = future
-        heapq.heappush(self.run_deadlines, (started + timeout, run_id))
+        self.runs.add(future, started + timeout)
         self.arm()
 
     def _end_run(self, future: ScheduledFuture[Any]) -> None:
@@ -487,35 +310,7 @@ class AsyncOwner:
         if future._timer is not None:
             future._timer.cancel()
             future._timer = None
-        if future._run_id is not None:
-            self._forget_run(future._run_id)
-            future._run_id = None
-
-    def _forget_run(self, run_id: int) -> None:
-        """A task with a run deadline ended; drop its deadline's entry once they pile up."""
-        del self.running_until[run_id]
-        deadlines = self.run_deadlines
-        if len(deadlines) > 2 * len(self.running_until) + COMPACT_SLACK:
-            live = self.running_until
-            self.run_deadlines = [entry for entry in deadlines if entry[1] in live]
-            heapq.heapify(self.run_deadlines)
-
-    def next_run_deadline(self) -> Optional[float]:
-        """The earliest run deadline of a running task, or None."""
-        deadlines, live = self.run_deadlines, self.running_until
-        while deadlines and deadlines[0][1] not in live:
-            heapq.heappop(deadlines)  # its task has ended
-        return deadlines[0][0] if deadlines else None
-
-    def _time_out_runs(self, now: float) -> None:
-        """Time out every running task whose run deadline has come at clock reading ``now``."""
-        deadlines, live = self.run_deadlines, self.running_until
-        while deadlines and is_due(deadlines[0][0], now):
-            _, run_id = heapq.heappop(deadlines)
-            future = live.pop(run_id, None)
-            if future is not None:
-                future._run_id = None
-                future._time_out()  # settles the future, cancels its Task: no user code
+        self.runs.remove(future)
 
     # -- 3. settle ----------------------------------------------------------------------------
 
@@ -542,15 +337,15 @@ class AsyncOwner:
             else:
                 outcome = "completed"  # its result was set by hand
         elif error is None:
-            _set_result(future, result)
+            set_result(future, result)
             outcome = "completed"
         elif isinstance(error, asyncio.CancelledError):
             future.cancel()  # its owner is gone: this settles it, and does nothing else
             outcome = "cancelled"
-            if _cancelled_from_outside():
+            if cancelled_from_outside():
                 self.halted = True
         else:
-            _set_exception(future, error)
+            set_exception(future, error)
             outcome = "failed"
         core = self.core
         core.finish(outcome, entry)
@@ -591,7 +386,7 @@ class AsyncOwner:
         """Have the timer fire by the next deadline, run deadline or rate slot, if it would
         fire later."""
         when = self.core.next_deadline()
-        run = self.next_run_deadline()
+        run = self.runs.next()
         if run is not None and (when is None or run < when):
             when = run
         if when is None or (self.timer_at is not None and self.timer_at <= when):
@@ -617,8 +412,8 @@ class AsyncOwner:
             self.timer = loop.call_later(CLOCK_RETRY, self._on_timer)
             return
         self._expire_all(self.core.pop_due(now))
-        if self.run_deadlines:
-            self._time_out_runs(now)
+        if self.runs.live:
+            self.runs.time_out(now)
         self.arm()
         self.pump()
 
@@ -716,53 +511,8 @@ class AsyncOwner:
                 "a slot is free while a task that may start waits"
             )
         earliest = core.next_deadline()  # a deadline, or a rate slot tasks wait for
-        live = self.running_until
-        runs = [deadline for deadline, run_id in self.run_deadlines if run_id in live]
-        assert len(runs) == len(live), "a running task's run deadline is lost"
-        if runs and (earliest is None or min(runs) < earliest):
-            earliest = min(runs)
+        earliest = self.runs.check(earliest)
         if earliest is not None:
             assert self.timer is not None, "deadlines pending without a timer"
             assert self.timer_at is not None, "a timer with no target"
             assert self.timer_at <= earliest, "the timer would fire past a deadline"
-
-
-if sys.version_info >= (3, 11):
-
-    def _cancelled_from_outside() -> bool:
-        """The running Task (ours) had a ``cancel()`` of its own, as ``asyncio.run``'s end makes.
-
-        Every cancel of ours goes through the task's future, which is cancelled first; a
-        Task that ends with a CancelledError it raised itself (an awaited future was
-        cancelled) has had no ``cancel()`` at all.
-        """
-        task = asyncio.current_task()
-        return task is not None and task.cancelling() > 0
-
-else:
-
-    def _cancelled_from_outside() -> bool:
-        """Before 3.11 a Task does not say whether it was cancelled: never taken to be.
-
-        asyncio.run's end may then start a Task in a cancelled one's place, which the loop's
-        closing leaves pending (a warning, no more); holding the queue instead would stall
-        a scheduler whose coroutine let a CancelledError of its own escape.
-        """
-        return False
-
-
-def close_coroutine(fn: object) -> None:
-    """Close ``fn`` if it is a coroutine object whose submit was refused, so that it never
-    warns "never awaited"; a coroutine function needs nothing."""
-    if inspect.iscoroutine(fn):
-        fn.close()
-
-
-def _close_all(coroutines: set[Any]) -> None:
-    """Close the coroutine objects still queued in a scheduler that is being collected."""
-    for coroutine in coroutines:
-        coroutine.close()
-
-
-#: What ``submit`` accepts as ``fn``.
-TaskFunction = Union[Callable[..., Awaitable[T]], Awaitable[T]]

@@ -258,3 +258,32 @@ def check_task_options(
 def is_due(deadline: Optional[float], now: float) -> bool:
     """True when a task with this deadline may no longer start at clock reading ``now``."""
     return deadline is not None and now >= deadline
+
+
+def check_concurrency(value: object) -> Union[int, float]:
+    """Return ``concurrency``: a positive int, or ``math.inf`` for no limit."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
+        )
+    if value == math.inf:
+        return math.inf
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
+        )
+    return int(value)
+
+
+def check_async_when_full(value: object) -> WhenFull:
+    """``when_full`` for async code: ``"raise"`` (or its synonym ``"reject"``) or ``"evict"``.
+
+    ``"block"`` is refused: a submit never blocks the loop, and a caller that awaits
+    ``run()`` is already paced.
+    """
+    if value == "raise" or value == "reject":
+        return "raise"
+    if value == "evict":
+        return "evict"
+    why = ": a submit never blocks the event loop" if value == "block" else ""
+    raise ValueError(f"when_full must be 'raise', 'reject' or 'evict', got {describe(value)}{why}")
