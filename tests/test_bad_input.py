@@ -12,6 +12,8 @@ call must not disturb either).
 
 from __future__ import annotations
 
+import asyncio
+import math
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -745,3 +747,28 @@ def test_a_huge_timeout_does_not_stop_other_deadlines(
     finally:
         gate.open()
         pool.shutdown(wait=True)
+
+
+def test_a_clock_reading_nan_refuses_a_submit_with_a_deadline_or_ageing_on_every_owner() -> None:
+    message = "the clock read nan: a deadline or ageing needs a number"
+    nan_clock: Callable[[], float] = lambda: math.nan  # noqa: E731
+    with PriorityThreadPoolExecutor(1, clock=nan_clock) as pool:
+        with pytest.raises(ValueError, match=exact(message)):
+            pool.submit(int, timeout=1.0)
+        assert pool.statistics().submitted == 0
+    with (
+        PriorityThreadPoolExecutor(1, clock=nan_clock, ageing=1.0) as pool,
+        pytest.raises(ValueError, match=exact(message)),
+    ):
+        pool.submit(int)
+
+    async def main() -> None:
+        async def task() -> None:
+            pass
+
+        scheduler = AsyncPriorityScheduler(1, clock=nan_clock)
+        with pytest.raises(ValueError, match=exact(message)):
+            scheduler.submit(task, timeout=1.0)
+        assert scheduler.statistics().submitted == 0
+
+    asyncio.run(main())

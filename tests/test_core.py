@@ -198,6 +198,9 @@ class Owner:
         return self.core.statistics(workers=0, idle_workers=0, max_workers=1)
 
 
+NAN_CLOCK = "the clock read nan: a deadline or ageing needs a number"
+
+
 # -- order ------------------------------------------------------------------------------------
 
 
@@ -1003,6 +1006,22 @@ def test_stamp_without_deadline_or_ageing_lists_a_clock_error_and_with_one_raise
     with pytest.raises(OSError, match=exact("clock down")):
         aged.core.stamp(probe, None)
     assert len(owner.core.clock_errors) == 1
+    owner.check()
+
+
+def test_a_clock_reading_nan_is_refused_where_it_would_order_deadlines_or_ageing() -> None:
+    owner = Owner()
+    owner.submit("before", timeout=1.0)
+    owner.clock.now = math.nan
+    for core, timeout in ((owner.core, 1.0), (Owner(ageing=1.0, clock=owner.clock).core, None)):
+        probe = Entry(Future(), task, ("p",), NO_KWARGS, 0, None)
+        with pytest.raises(ValueError, match=exact(NAN_CLOCK)):
+            core.stamp(probe, timeout)
+        assert probe.deadline is None
+    plain = owner.submit("no deadline")  # a reading that decides nothing: its wait unrecorded
+    assert math.isnan(plain.queued_at)
+    owner.clock.now = START + 5.0
+    assert [tag_of(entry) for entry in owner.pop_due()] == ["before"]
     owner.check()
 
 

@@ -46,6 +46,9 @@ from ._rates import RateLimit
 from ._recording import Tally
 from ._stats import ExecutorStatistics, QueueFullError
 
+#: The counts ``statistics()`` reports, by their names there.
+COUNTED = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
+
 #: Bits of :attr:`Core.todo`: what the owner must do after a call (see the module docstring).
 OPENED = 1
 TIMER = 2
@@ -109,12 +112,16 @@ class Core:
 
         With neither a deadline nor ageing the clock decides nothing: if it raises, the
         error is listed in ``clock_errors`` and the task's wait goes unrecorded. Otherwise
-        a clock that raises makes the submit raise, before anything changed.
+        a clock that raises, or reads NaN (which orders nothing), makes the submit raise,
+        before anything changed.
         """
         if timeout is None and self.ageing is None:
             self.arrived(entry)
             return strict_rank(entry.priority), False
-        now = entry.queued_at = self.clock()
+        now = self.clock()
+        if now != now:
+            raise ValueError("the clock read nan: a deadline or ageing needs a number")
+        entry.queued_at = now
         rank = rank_of(entry.priority, now, self.ageing)
         if timeout is None:
             return rank, False
@@ -429,13 +436,7 @@ class Core:
             queued_by_priority=queued,
             running=self.running,
             paused=self.paused,
-            submitted=counts["submitted"],
-            completed=counts["completed"],
-            failed=counts["failed"],
-            cancelled=counts["cancelled"],
-            expired=counts["expired"],
-            rejected=counts["rejected"],
-            taken=counts["taken"],
+            **{name: counts[name] for name in COUNTED},
             held_by_key=queue.held,
             rate_limited=limits.rate_until is not None and startable > 0,
             rate_limit=limits.rate_limit,
