@@ -1,10 +1,7 @@
 """``AsyncPriorityScheduler``: priorities, queue deadlines and limits for coroutines.
 
-The asyncio twin of ``PriorityThreadPoolExecutor``: at most ``concurrency`` coroutines run at
-once, the best queued one starts next (higher priority first, FIFO among equals), a queued
-task may have a deadline, and the pool's limits (``rate_limit``, ``key_limit``,
-``key_rate_limit``) apply as they do to threads. The policy is the package's one backlog
-(``_core.py``), run on the event loop's thread by ``_aio_owner.AsyncOwner``; this module
+The asyncio twin of ``PriorityThreadPoolExecutor``, on the package's one policy
+(``_core.py``), which ``_aio_owner.AsyncOwner`` runs on the event loop's thread; this module
 checks the arguments and holds the public surface.
 
 Everything runs on the one loop the scheduler is bound to, at its first ``submit``; nothing
@@ -16,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any, Optional, TypeVar, Union, cast
 
+from ._aio_loop import on_loop, running_loop
 from ._aio_owner import AsyncOwner
 from ._aio_task import TaskFunction, close_coroutine
 from ._aio_view import SCHEDULER_DEFAULT, AsyncView, SchedulerDefault
@@ -44,44 +41,6 @@ from ._rates import RateLimit, check_rate_limit
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
-
-
-#: How often a call waiting for the loop (:func:`_on_loop`) checks that it still runs.
-LOOP_POLL = 0.05
-
-
-def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
-    """``fn()``, called on ``loop``'s thread between two of its callbacks, from another
-    thread; called here instead if the loop stops (or closes) before it gets to it."""
-    done = threading.Event()
-    outcome: list[Any] = []
-
-    def call() -> None:
-        try:
-            outcome.append((True, fn()))
-        except BaseException as exc:
-            outcome.append((False, exc))
-        finally:
-            done.set()
-
-    try:
-        loop.call_soon_threadsafe(call)
-    except RuntimeError:  # closed meanwhile
-        return fn()
-    while not done.wait(LOOP_POLL):
-        if not loop.is_running():  # stopped before it called: nothing else runs there now
-            return fn()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return cast(T, value)
 
 
 class AsyncPriorityScheduler:
@@ -400,7 +359,7 @@ class AsyncPriorityScheduler:
         while True:
             loop = self._loop_elsewhere()
             if loop is not None:
-                return _on_loop(loop, self._snapshot)
+                return on_loop(loop, self._snapshot)
             stats = self._snapshot()
             if self._loop_elsewhere() is None:  # still: no loop ran meanwhile
                 return stats
@@ -408,7 +367,7 @@ class AsyncPriorityScheduler:
     def _loop_elsewhere(self) -> Optional[asyncio.AbstractEventLoop]:
         """The scheduler's loop if it runs, and in a thread other than this one's; else None."""
         loop = self._owner.loop
-        if loop is None or not loop.is_running() or _running_loop() is loop:
+        if loop is None or not loop.is_running() or running_loop() is loop:
             return None
         return loop
 
