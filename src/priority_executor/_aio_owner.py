@@ -112,6 +112,7 @@ class AsyncOwner:
         self.timer_at: Optional[float] = None  # on the scheduler's clock
         self.idle: list[asyncio.Future[bool]] = []  # join() waiters, woken once quiet
         self.runs = RunDeadlines()
+        self.on_abandoned = self.abandoned  # one bound method, added to and removed from Tasks
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -280,7 +281,7 @@ class AsyncOwner:
         future._task = task
         self.active[task] = future
         if not future._running:  # see _run
-            task.add_done_callback(self.abandoned)
+            task.add_done_callback(self.on_abandoned)
         if future._run_timeout is not None:
             future._timer = future._run_id = None
             future._timed_out = False

@@ -151,7 +151,7 @@ async def run_task(
     future._running = True
     task = future._task
     if task is not None:  # None when an eager task factory runs this inside create_task
-        task.remove_done_callback(owner.abandoned)
+        task.remove_done_callback(owner.on_abandoned)
     if args is AWAIT:
         owner.coroutines.discard(fn)  # kept until now: closed if this never begins
     if future.done():
