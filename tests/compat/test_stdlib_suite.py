@@ -3,7 +3,7 @@
 The standard library ships its tests in ``test.test_concurrent_futures`` (a package since
 3.12). Every ThreadPoolExecutor test case there runs here with ``ThreadPoolExecutor``
 replaced by ours, except three that start a child interpreter in isolated mode, which
-imports the executor from ``concurrent.futures`` by name; tests/test_integration.py covers
+imports the executor from ``concurrent.futures`` by name; tests/compat/test_integration.py covers
 the same behaviour (interpreter exit, submit after exit, shutdown(wait=False) at exit).
 """
 

@@ -36,7 +36,7 @@ thread; the deadline, the shutdown or an eviction then explains it, and when mor
 could, the task is counted as "pool_cancelled_ambiguous". A task evicted by another thread's
 submit (``when_full="evict"``) calls back in that submitter's thread.
 
-Run ``python -m pytest -m slow tests/test_stress.py -s`` to see the figures of each run.
+Run ``python -m pytest -m slow tests/attacks/test_stress.py -s`` to see the figures of each run.
 """
 
 from __future__ import annotations

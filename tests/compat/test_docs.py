@@ -36,7 +36,7 @@ from sybil.parsers.myst import CodeBlockParser, SkipParser
 
 from conftest import TIMEOUT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PATHS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 OUTPUT_MARK = "# Output:"
 #: ``python`` blocks run; the others are shown, not run.

@@ -54,7 +54,7 @@ def fail() -> None:
 
 
 def without_figures(stats: ExecutorStatistics) -> ExecutorStatistics:
-    """``stats`` without the figures by priority class (``tests/test_recording.py``'s)."""
+    """``stats`` without the figures by priority class (``tests/pools/test_recording.py``'s)."""
     return dataclasses.replace(stats, wait={}, run={}, outcomes={})
 
 

@@ -95,7 +95,7 @@ def test_a_queue_jump_racing_the_start_goes_next_and_its_window_closes(config: C
     """Another thread submits an urgent task as the worker (or slot) frees up: it starts
     before every task still queued when its submit returned (one may have been taken and not
     yet recorded), and the take that starts it closes the jump window, so no later submit
-    yields (see tests/test_jumps.py for the window itself)."""
+    yields (see tests/pools/test_jumps.py for the window itself)."""
     pool = config.pool()
     runs = Recorder()
     state = internals(pool)
