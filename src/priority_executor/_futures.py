@@ -21,10 +21,11 @@ What it relies on, unchanged from Python 3.10 to 3.15: ``Future._condition`` (th
 Condition), ``Future._state`` (the strings of ``concurrent.futures._base``),
 ``Future._result``, ``Future._exception``, ``Future._waiters`` (a list of the waiters of
 ``wait()`` and ``as_completed()``, with ``add_result`` and ``add_exception``),
-``Future._done_callbacks`` (a list) and ``Future._invoke_callbacks()``. ``tests/core/test_futures.py``
-checks each of them on every supported Python. If a future Python changes them,
-:data:`TWO_PHASE` turns False at import and the pool falls back to the public ``cancel()``,
-which is correct but runs each future's callbacks as it is cancelled; then adapt this module.
+``Future._done_callbacks`` (a list) and ``Future._invoke_callbacks()``.
+``tests/core/test_futures.py`` checks each of them on every supported Python. If a future
+Python changes them, :data:`TWO_PHASE` turns False at import and the pool falls back to the
+public ``cancel()``, which is correct but runs each future's callbacks as it is cancelled;
+then adapt this module.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Optional
 
 import pytest
+from test_reliability import submit_interrupted
 
 from aio_support import LOOPS, drive
 from conftest import TIMEOUT, FakeClock, Gate
@@ -48,7 +49,6 @@ from support import (
     wait_blocked,
     wait_until,
 )
-from test_reliability import submit_interrupted
 
 #: The documented bound of the statistics' priority classes, and the key of the rest.
 CLASSES = 16

@@ -14,7 +14,7 @@ an ``idle_timeout`` that makes workers come and go. Then every limit is removed,
 * ``statistics()`` agrees: submitted = completed + failed + cancelled + expired, nothing
   held back.
 
-Run ``python -m pytest -m slow tests/attacks/test_limits_stress.py -s`` to see the figures of each run.
+To see the figures of each run: ``python -m pytest -m slow tests/attacks/test_limits_stress.py -s``.
 """
 
 from __future__ import annotations
