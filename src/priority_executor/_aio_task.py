@@ -175,6 +175,8 @@ async def run_task(
                     " PriorityThreadPoolExecutor"
                 )
             result = await awaitable
+    except GeneratorExit:
+        raise  # closed unfinished, its Task destroyed with its loop: nothing can be settled
     except BaseException as exc:
         owner.ended(future, exc, None)
         if not isinstance(exc, Exception):

@@ -717,3 +717,30 @@ def test_a_task_cancelled_from_outside_before_it_begins_is_counted_and_holds_the
         assert (stats.cancelled, stats.completed) == (1, 1)
 
     drive(kind, main)
+
+
+def test_a_task_destroyed_unfinished_with_its_loop_and_scheduler_runs_no_bookkeeping() -> None:
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _loop, _context: None)  # "Task was destroyed": expected
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    async def main() -> weakref.ref[AsyncPriorityScheduler]:
+        scheduler = AsyncPriorityScheduler(1)
+        scheduler.submit(forever).add_done_callback(lambda _: None)  # settling it needs the loop
+        scheduler.submit(forever)  # queued behind it
+        await settle()
+        return weakref.ref(scheduler)
+
+    try:
+        dropped = loop.run_until_complete(main())
+        loop.close()  # its Task still pending: closed with GeneratorExit once collected
+        del loop
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert dropped() is None
+    assert unraisable == [], "closing the Task ran the scheduler's bookkeeping on a closed loop"
