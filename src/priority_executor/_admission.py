@@ -58,7 +58,9 @@ The flows
    :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
    the entry (``Core.stamp``), applies backpressure (``Core.make_room``, and
    ``Room.wait_locked`` for "block") and signals the timer for an earlier deadline;
-   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``.
+   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``: the
+   commit, ordered so that if an asynchronous exception cuts it, :meth:`_resync_locked` makes
+   the state consistent again from the queue (``queue.entries`` maps what is queued).
    After unlocking, ``Runner.start_pending`` starts a thread counted in, and
    ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
