@@ -218,7 +218,7 @@ class Internals:
         have not reached their loop, threads counted in but not yet started."""
         with self._admission.lock:
             runner = self._threads
-            return runner.wakes, runner.arriving, len(runner.starting)
+            return runner.wakes, len(runner.arriving), len(runner.starting)
 
     @property
     def limits(self) -> Limits:

@@ -58,7 +58,9 @@ The flows
    :meth:`_admit_locked` checks the pool accepts work (:meth:`check_accepting_locked`), ranks
    the entry (``Core.stamp``), applies backpressure (``Core.make_room``, and
    ``Room.wait_locked`` for "block") and signals the timer for an earlier deadline;
-   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``.
+   :meth:`_accept_locked` then queues and counts it and calls ``Runner.queued_locked``: the
+   commit, ordered so that if an asynchronous exception cuts it, :meth:`_resync_locked` makes
+   the state consistent again from the queue (``queue.entries`` maps what is queued).
    After unlocking, ``Runner.start_pending`` starts a thread counted in, and
    ``Settler.settle_deferred`` cancels an evicted task.
 2. **Start.** The runner calls :meth:`take_locked`: the best entry that every limit allows
@@ -276,50 +278,83 @@ class Admission(Generic[RunnerT]):
     def _accept_locked(
         self, entry: Entry, rank: Number, expired: bool, evict: Optional[Entry]
     ) -> None:
-        """Count and queue a checked entry: the only step of submit that changes state.
+        """Count and queue a checked entry: the commit, the only step of submit that changes state.
 
-        If an asynchronous exception (a signal handler's) interrupts it, what it did is
-        rolled back before the exception goes on, so the counts stay consistent.
+        Its statements are ordered so that wherever an asynchronous exception (a signal
+        handler's) cuts it, one :meth:`_resync_locked` makes the state consistent again, before
+        the exception goes on: ``evict`` leaves ``queue.entries`` first, ``push`` maps the
+        entry last.
         """
         core = self.core
-        tally, queue = core.tally, core.queue
-        before = tally.submitted
-        classes_before = None
-        if expired or evict is not None:  # counted by class too
-            classes_before = tally.save(entry, evict)
-        runner_before, yield_until_before = self.runner.snapshot_locked(), self.yield_until
+        queue, tally = core.queue, core.tally
+        evictions = 0 if evict is None else tally.evictions(evict.priority)
         try:
             if expired:
-                # No one has seen this future yet: it has no waiter and no callback but
-                # the pool's own, which has nothing to do. So it is settled here.
-                cancel_all([entry.future], expired=True)
-                tally.add("expired", entry.priority)
-            else:
-                if evict is not None:
-                    queue.remove(evict)
-                    tally.evicted(evict.priority)
-                    core.evicted.append(evict)
-                jumps = queue.push(entry, rank)
-                if not core.paused:
-                    if jumps and not self.yield_until:
-                        self.yield_until = jump_window()
-                    waiting = len(queue.entries)
-                    if core.limits.any_set:
-                        waiting = core.startable()
-                    self.runner.queued_locked(waiting)
+                self._expire_locked(entry)
+                return
+            if evict is not None:
+                queue.remove(evict)
+                tally.evicted(evict.priority)
+                core.evicted.append(evict)
+            jumps = queue.push(entry, rank)
             tally.submitted += 1
+            if not core.paused:
+                if jumps and not self.yield_until:
+                    self.yield_until = jump_window()
+                waiting = len(queue.entries)
+                if core.limits.any_set:
+                    waiting = core.startable()
+                self.runner.queued_locked(waiting)
         except BaseException:
-            tally.submitted = before
-            if classes_before is not None:
-                tally.restore(classes_before)
-            queue.repair(entry)
-            if evict is not None and queue.find(evict.future) is not evict:
-                if evict in core.evicted:
-                    core.evicted.remove(evict)
-                queue.restore(evict)  # its removal may have stopped part-way
-            self.runner.rollback_locked(runner_before)
-            self.yield_until = yield_until_before
+            self._resync_locked(entry, expired, evict, evictions)
             raise
+
+    def _expire_locked(self, entry: Entry) -> None:
+        """Count a new entry expired at its submit (``timeout=0``, or a block that ran out)."""
+        tally = self.core.tally
+        tally.add("expired", entry.priority)
+        tally.submitted += 1
+        # No one has seen this future yet: it has no waiter and no callback but the pool's
+        # own, which has nothing to do. So it is settled here.
+        cancel_all([entry.future], expired=True)
+
+    def _resync_locked(
+        self, entry: Entry, expired: bool, evict: Optional[Entry], evictions: int
+    ) -> None:
+        """Make the state consistent again after an asynchronous exception cut the commit.
+
+        The queue is the truth: an entry is queued iff ``queue.entries`` maps it. The submit
+        raises, so ``entry`` leaves the queue if it got there (an expired one is cancelled,
+        counted or not); ``evict``, if it left ``queue.entries``, stays evicted, counted once
+        (``evictions``: its class's count before the commit) and listed for its settler.
+        What derives from that is made again: the queue's own counts (``repair``),
+        ``submitted`` from where every task is, and the runner's threads (a thread counted
+        in part-way is written off; one counted in whole takes what is queued). The jump
+        window, a hint, closes.
+        """
+        core = self.core
+        queue, tally = core.queue, core.tally
+        queue.repair(*(e for e in (entry, evict) if e is not None))
+        if entry.queued:
+            queue.remove(entry)
+        if evict is not None and not evict.queued:
+            if tally.evictions(evict.priority) == evictions:
+                tally.evicted(evict.priority)
+            if evict not in core.evicted:
+                core.evicted.append(evict)
+        if expired and not entry.future.done():
+            cancel_all([entry.future], expired=True)
+        tally.submitted = self.accounted_locked()
+        self.runner.resync_locked()
+        self.yield_until = 0.0
+        self.shrunk_locked()
+
+    def accounted_locked(self) -> int:
+        """Every accepted task, counted where it is: settled, queued, running or undecided."""
+        core = self.core
+        counts = core.tally.totals()
+        settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired", "taken"))
+        return settled + len(core.queue) + core.running + core.undecided
 
     def check_accepting_locked(
         self, priority: Number, view_state: Optional[ViewState] = None

@@ -140,15 +140,8 @@ class DelegateRunner:
     def stop_locked(self) -> None:
         self._wake_locked()
 
-    def snapshot_locked(self) -> object:
-        return self.thread
-
-    def rollback_locked(self, snapshot: Any) -> None:
-        if self.thread is not snapshot:  # a dispatcher was counted in: write it off
-            assert self.thread is not None
-            if self.thread in self.unstarted:
-                self.unstarted.remove(self.thread)
-            self.thread = snapshot
+    def resync_locked(self) -> None:
+        self.unstarted[:] = [thread for thread in self.unstarted if thread is self.thread]
 
     def owns_locked(self, thread: threading.Thread) -> bool:
         """The dispatcher, a delegate's thread settling a future of ours, or running a task."""
@@ -234,9 +227,10 @@ class DelegateRunner:
         if self.thread is None:
             closing = core.stopping and self.close_delegate and not self.closed
             if core.startable() or closing:
-                self.thread = fresh_thread(f"{admission.name}_dispatcher", self._dispatch)
+                thread = fresh_thread(f"{admission.name}_dispatcher", self._dispatch)
+                self.unstarted.append(thread)  # first: see resync_locked
                 self.arrived = False
-                self.unstarted.append(self.thread)
+                self.thread = thread
         elif self.asleep and (
             core.stopping
             or (

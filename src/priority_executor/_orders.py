@@ -212,6 +212,9 @@ class HeapQueue(QueueBase):
         return self.worst_heap[0][2] if self.worst_heap else None
 
     def _recount(self) -> None:
+        heapq.heapify(self.heap)  # a sweep may have stopped before its heapify
+        if self.worst_heap is not None:
+            heapq.heapify(self.worst_heap)
         self.stored = len(self.heap)
 
     def _live_in_order(self) -> list[Entry]:

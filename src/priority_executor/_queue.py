@@ -214,12 +214,12 @@ class QueueBase:
         entry.queued = True
         first = self._store(entry)
         self.stored += 1
-        self.entries[entry.future] = entry
         by_priority = self.by_priority
         by_priority[entry.priority] = by_priority.get(entry.priority, 0) + 1
         if entry.deadline is not None:
             heapq.heappush(self.deadlines, (entry.deadline, self._next_seq(), entry))
             self.deadline_count += 1
+        self.entries[entry.future] = entry  # last: it is queued once mapped (see repair)
         return first
 
     def _next_seq(self) -> int:
@@ -261,17 +261,6 @@ class QueueBase:
         self._compact_if_sparse()
         return successor
 
-    def restore(self, entry: Entry) -> Entry:
-        """Queue again an entry whose removal an asynchronous exception may have cut short.
-
-        O(n). It goes back at its rank as a new entry (a tombstone of it may be stored),
-        behind the entries already there: an evicted entry was the last of them anyway.
-        """
-        self.repair(entry)
-        successor = _successor(entry)
-        self.push(successor, entry.rank)
-        return successor
-
     def move_to(self, queue: QueueBase) -> None:
         """Queue every live entry in ``queue`` instead, in order, to change the ordering; O(n)."""
         for entry in self._live_in_order():
@@ -311,22 +300,24 @@ class QueueBase:
         self._compact_if_sparse()
         return drained
 
-    def repair(self, entry: Entry) -> None:
-        """Undo a ``push(entry)`` that an asynchronous exception may have cut short; O(n).
+    def repair(self, *changed: Entry) -> None:
+        """Make the queue agree with ``entries`` again after a ``push`` or ``remove`` of the
+        ``changed`` entries that an asynchronous exception may have cut short; O(n).
 
-        Afterwards ``entry`` is not queued and every invariant holds again, whichever line
-        of ``push`` (or of the code around it) was interrupted.
+        ``entries`` is the truth: an entry is queued iff it maps its future (``push`` maps it
+        last, ``remove`` unmaps it first). Every other count and order is made from it.
         """
-        if self.entries.get(entry.future) is entry:
-            del self.entries[entry.future]
-        entry.queued = False
-        self.deadline_count = sum(e.deadline is not None for e in self.entries.values())
-        self.by_priority = dict(Counter(e.priority for e in self.entries.values()))  # no zeros
+        entries = self.entries
+        for entry in changed:
+            entry.queued = entries.get(entry.future) is entry
+        self.deadline_count = sum(e.deadline is not None for e in entries.values())
+        self.by_priority = dict(Counter(e.priority for e in entries.values()))  # no zeros
+        heapq.heapify(self.deadlines)  # a sweep may have stopped before its heapify
         self._recount()
         self._compact_if_sparse()
 
     def _recount(self) -> None:
-        """Set ``stored`` to what the ordering holds."""
+        """Set ``stored`` to what the ordering holds, and restore its heaps' order."""
         raise NotImplementedError
 
     def _forget(self, entry: Entry) -> None:

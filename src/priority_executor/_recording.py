@@ -32,7 +32,6 @@ from typing import Optional, TypeVar, Union, overload
 
 from ._distribution import BATCH, EMPTY, Distribution, Histogram
 from ._policy import Number
-from ._queue import Entry
 
 #: Distinct priorities that get a class of their own; the rest are recorded under OTHER.
 MAX_CLASSES = 16
@@ -44,6 +43,8 @@ PriorityClass = Union[int, float, str]
 
 #: The outcomes counted per priority class, in the order they are reported.
 OUTCOMES = ("completed", "failed", "cancelled", "evicted", "expired", "taken", "rejected")
+#: What an eviction counts: a cancel, and an eviction.
+EVICTION = ("cancelled", "evicted")
 
 T = TypeVar("T")
 
@@ -116,10 +117,12 @@ class Tally:
             self.add(outcome, priority)
 
     def evicted(self, priority: Number) -> None:
-        """Count an eviction: a cancel, and an eviction."""
-        outcomes = self.of(priority).outcomes
-        outcomes["cancelled"] += 1
-        outcomes["evicted"] += 1
+        """Count an eviction: a cancel, and an eviction, in one update (both or neither)."""
+        self.of(priority).outcomes.update(EVICTION)
+
+    def evictions(self, priority: Number) -> int:
+        """The evictions counted in the class of ``priority``."""
+        return self.of(priority).outcomes["evicted"]
 
     def overtaken(self, priority: Number, outcome: str) -> None:
         """Count as ``outcome`` a task counted expired whose user settled its future first."""
@@ -135,17 +138,6 @@ class Tally:
                 totals[name] += n
         totals["submitted"] = self.submitted
         return totals
-
-    def save(self, *entries: Optional[Entry]) -> list[tuple[Counter[str], Counter[str]]]:
-        """The outcome counts of the classes of ``entries``, for :meth:`restore`."""
-        classes = {id(c): c for c in (self.of(e.priority) for e in entries if e is not None)}
-        return [(c.outcomes, c.outcomes.copy()) for c in classes.values()]
-
-    def restore(self, saved: list[tuple[Counter[str], Counter[str]]]) -> None:
-        """Put back what :meth:`save` saved (a submit rolled back)."""
-        for outcomes, before in saved:
-            outcomes.clear()
-            outcomes.update(before)
 
     def ran(self, outcome: str, priority: Number, waited: float, ran: float) -> None:
         """A task of ``priority`` that waited ``waited`` seconds ran ``ran`` seconds to ``outcome``.

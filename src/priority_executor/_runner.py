@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sized
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
 from ._queue import Entry
 
@@ -36,11 +36,12 @@ class Runner(Protocol):
     def start_pending(self, entry: Optional[Entry]) -> None:
         """Start what was counted in under the lock; without it. ``entry``: the submit's."""
 
-    def snapshot_locked(self) -> object:
-        """The runner's state, for :meth:`rollback_locked` to undo an interrupted submit."""
+    def resync_locked(self) -> None:
+        """Write off a thread that an asynchronous exception cut short as it was counted in.
 
-    def rollback_locked(self, snapshot: Any) -> None:
-        """Undo what ``queued_locked`` did since ``snapshot``."""
+        A thread counted in is listed in ``unstarted`` first: one listed there that the rest
+        of the runner does not count is such a thread.
+        """
 
     def owns_locked(self, thread: threading.Thread) -> bool:
         """One of the runner's threads (also one still starting)."""

@@ -64,8 +64,7 @@ class ThreadRunner:
         self.wakes = 0  # idle workers woken (or yielding) that have not yet looked
         self.threads: set[threading.Thread] = set()  # started, as the standard pool's
         self.starting: set[threading.Thread] = set()  # counted in, not yet registered
-        self.arriving = 0  # threads counted in that have not yet reached their loop
-        self.newest: Optional[threading.Thread] = None  # the last one counted in
+        self.arriving: set[threading.Thread] = set()  # counted in, not yet in their loop
         self.unstarted: list[threading.Thread] = []  # counted in, not yet handed to start()
         self.started = threading.Condition(admission.lock)  # a thread left ``starting``
         self.retired: list[threading.Thread] = []  # left ``threads``, maybe not yet exited
@@ -97,21 +96,10 @@ class ThreadRunner:
         for _ in range(count):
             self.idle.pop().release()  # in place: workers hold this list
 
-    def snapshot_locked(self) -> object:
-        return self.wakes, len(self.idle), self.arriving, self.newest
-
-    def rollback_locked(self, snapshot: Any) -> None:
-        wakes, idle, arriving, newest = snapshot
-        if self.newest is not newest:  # a worker was counted in: write it off
-            assert self.newest is not None
-            self.starting.discard(self.newest)
-            if self.newest in self.unstarted:
-                self.unstarted.remove(self.newest)
-            self.arriving = arriving
-            self.newest = newest
-        # A worker woken for the entry finds nothing and parks again; a wake-up counted
-        # with no worker released would keep every later one from being given.
-        self.wakes -= max(0, (self.wakes - wakes) - (idle - len(self.idle)))
+    def resync_locked(self) -> None:
+        for thread in [t for t in self.unstarted if t not in self.starting]:
+            self.unstarted.remove(thread)
+            self.arriving.discard(thread)
 
     def owns_locked(self, thread: threading.Thread) -> bool:
         return thread in self.threads or thread in self.starting
@@ -136,7 +124,7 @@ class ThreadRunner:
     def check_locked(self) -> None:
         workers = self._workers_locked()
         assert self.wakes >= 0, "more wake-ups consumed than given"
-        assert 0 <= self.arriving <= workers, "arriving count is off"
+        assert self.arriving <= self.starting | self.threads, "arriving count is off"
         assert len(self.idle) <= workers, "more idle workers than threads"
         assert workers <= max(self.max_workers, self.peak), "more threads than max_workers"
         assert self.admission.core.capacity == self.max_workers, "capacity is not max_workers"
@@ -162,8 +150,8 @@ class ThreadRunner:
         self.idle.clear()
         self.threads.clear()
         self.starting.clear()
-        self.wakes = self.arriving = 0
-        self.newest = None
+        self.wakes = 0
+        self.arriving.clear()
         self.unstarted.clear()
         self.retired.clear()
         self.started = threading.Condition(lock)
@@ -174,13 +162,15 @@ class ThreadRunner:
     def _wake_one_locked(self, waiting: int) -> None:
         """Wake one idle worker if tasks wait and none is on its way: see the protocol."""
         if waiting and self.idle and not self.wakes:
-            self.wakes = 1
-            self.idle.pop().release()
+            # One statement: an asynchronous exception cannot come between the count and
+            # the release (a wake-up counted with no worker released would keep every later
+            # one from being given).
+            self.wakes, _ = 1, self.idle.pop().release()  # type: ignore[func-returns-value]
 
     def _understaffed_locked(self, waiting: int) -> bool:
         """More tasks wait than workers idle or on their way, and room for another thread."""
         return (
-            waiting > self.wakes + len(self.idle) + self.arriving
+            waiting > self.wakes + len(self.idle) + len(self.arriving)
             and self._workers_locked() < self.max_workers
         )
 
@@ -192,10 +182,9 @@ class ThreadRunner:
         """Count a new worker in; :meth:`start_pending` starts it after unlocking."""
         index = self._workers_locked()
         thread = fresh_thread(f"{self.admission.name}_{index}", self._work)
-        self.newest = thread  # first: an interrupted submit finds what it counted in here
-        self.starting.add(thread)
-        self.arriving += 1
-        self.unstarted.append(thread)
+        self.unstarted.append(thread)  # first: see resync_locked
+        self.arriving.add(thread)
+        self.starting.add(thread)  # last: counted in
 
     def start_pending(self, entry: Optional[Entry]) -> None:
         """Start the workers counted in, whoever counted them in; call without the lock."""
@@ -213,7 +202,7 @@ class ThreadRunner:
         """A thread whose start failed: unless it registered, it exits when it arrives."""
         if thread in self.starting:
             self.starting.discard(thread)
-            self.arriving -= 1
+            self.arriving.discard(thread)
             self.started.notify_all()
         return not self.staffed_locked()
 
@@ -272,9 +261,10 @@ class ThreadRunner:
 
     def _arrive_locked(self) -> bool:
         """A new worker reaches its loop: register it; False if a failed start wrote it off."""
-        if not self._register_locked(threading.current_thread()):
+        me = threading.current_thread()
+        if not self._register_locked(me):
             return False
-        self.arriving -= 1
+        self.arriving.discard(me)
         return True
 
     # -- the worker ------------------------------------------------------------------------
