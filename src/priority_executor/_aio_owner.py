@@ -283,7 +283,7 @@ class AsyncOwner:
         if not future._running:  # see _run
             task.add_done_callback(self.on_abandoned)
         if future._run_timeout is not None:
-            future._timer = future._run_id = None
+            future._run_deadline = None
             future._timed_out = False
         if future.cancelled():  # by its own coroutine, started by an eager task factory
             task.cancel()
@@ -301,17 +301,18 @@ class AsyncOwner:
         if math.isnan(started):
             loop = self.loop
             assert loop is not None
-            future._timer = loop.call_later(timeout, future._time_out)
+            future._run_deadline = loop.call_later(timeout, future._time_out)
             return
         self.runs.add(future, started + timeout)
         self.arm()
 
     def _end_run(self, future: ScheduledFuture[Any]) -> None:
         """A task with a ``run_timeout`` ended: forget its timer or its run deadline."""
-        if future._timer is not None:
-            future._timer.cancel()
-            future._timer = None
-        self.runs.remove(future)
+        deadline, future._run_deadline = future._run_deadline, None
+        if isinstance(deadline, int):
+            self.runs.remove(deadline)
+        elif deadline is not None:
+            deadline.cancel()
 
     # -- 3. settle ----------------------------------------------------------------------------
 

@@ -52,12 +52,11 @@ class ScheduledFuture(asyncio.Future[T]):
         "_entry",
         "_owner",
         "_queue_timeout",
-        "_run_id",
+        "_run_deadline",
         "_running",
         "_run_timeout",
         "_task",
         "_timed_out",
-        "_timer",
     )
 
     _owner: Optional[AsyncOwner]  # None once the scheduler is done with it
@@ -67,10 +66,10 @@ class ScheduledFuture(asyncio.Future[T]):
     _entry: Optional[Entry]  # set (detached) when it starts: its key, priority and times
     _task: Optional[asyncio.Task[Any]]  # its Task, once made
     _running: bool  # its Task has begun: a cancel reaches the coroutine through the Task
-    _run_id: Optional[int]  # its entry in the owner's run deadlines, while it runs
-    # With a run_timeout, from its start: its timer on the loop's clock (see _time_run), and
-    # whether it timed out.
-    _timer: Optional[asyncio.TimerHandle]
+    # With a run_timeout, from its start: its run deadline while it runs (its id in the
+    # owner's RunDeadlines, or a timer on the loop's clock if the scheduler's clock failed as
+    # it started), and whether it timed out.
+    _run_deadline: Union[int, asyncio.TimerHandle, None]
     _timed_out: bool
 
     def cancel(self, msg: Any = None) -> bool:
@@ -226,16 +225,12 @@ class RunDeadlines:
 
     def add(self, future: ScheduledFuture[Any], deadline: float) -> None:
         """Time ``future``'s coroutine out at ``deadline``."""
-        run_id = future._run_id = next(self.ids)
+        run_id = future._run_deadline = next(self.ids)
         self.live[run_id] = future
         heapq.heappush(self.heap, (deadline, run_id))
 
-    def remove(self, future: ScheduledFuture[Any]) -> None:
-        """``future``'s task ended: forget its deadline (its heap entry goes later)."""
-        run_id = future._run_id
-        if run_id is None:
-            return
-        future._run_id = None
+    def remove(self, run_id: int) -> None:
+        """The task of ``run_id`` ended: forget its deadline (its heap entry goes later)."""
         del self.live[run_id]
         if len(self.heap) > 2 * len(self.live) + COMPACT_SLACK:
             self.heap = [item for item in self.heap if item[1] in self.live]
@@ -255,7 +250,7 @@ class RunDeadlines:
             _, run_id = heapq.heappop(heap)
             future = live.pop(run_id, None)
             if future is not None:
-                future._run_id = None
+                future._run_deadline = None
                 future._time_out()  # settles the future, cancels its Task: no user code
 
     def check(self, earliest: Optional[float]) -> Optional[float]:
