@@ -1,8 +1,8 @@
 """The core: one scheduler's policy, a component every owner composes.
 
 A :class:`Core` is the queue and everything that decides what leaves it: the ordering
-(``_orders.py``, ``_keyed.py``), ageing, queue deadlines, ``max_queued`` and eviction
-(``_room.py``), capacity (how many tasks may run at once), pause, the rate and key limits
+(``_orders.py``, ``_keyed.py``), ageing, queue deadlines, ``max_queued`` and eviction,
+capacity (how many tasks may run at once), pause, the rate and key limits
 (``_limits.py``) and the counts (``_recording.py``). It has no lock, no thread, no event loop
 and no Future type (a future is an opaque handle it hashes and asks ``done()``), and it runs
 no user code. Its owner serialises every call: the thread pool and the front hold their one
@@ -23,7 +23,7 @@ of bits the owner takes with :meth:`Core.take_todo` and applies, once its call i
   queue is empty may stop.
 
 The flows each owner follows: :meth:`stamp` ranks a new entry (and reads its deadline),
-:meth:`room_for` decides what a full queue does with it, ``queue.push`` queues it;
+:meth:`make_room` decides what a full queue does with it, ``queue.push`` queues it;
 :meth:`take` is the one place a task leaves the queue to start; :meth:`finish` counts how
 it ended; :meth:`unqueue` removes a task its user cancelled; :meth:`pop_due` expires what
 the clock has passed.
