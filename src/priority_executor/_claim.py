@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Literal, Optional, Protocol
 
-from ._futures import cancel_quietly, run_callbacks
+from ._futures import OWED, cancel_quietly, run_callbacks, set_ran, start_claimed
 
 LOGGER = logging.getLogger("concurrent.futures")
 
@@ -108,7 +108,9 @@ def run(
     Returns:
         ``CANCELLED`` if the claim was lost, else ``COMPLETED`` or ``FAILED``.
     """
-    if not claim(future, cancel=False):
+    # The claim and the settling of a task that completes take the fast path of
+    # ``_futures.start_claimed`` and ``set_ran``, else the public methods (see there).
+    if not start_claimed(future) and not claim(future, cancel=False):
         return CANCELLED
     if observer is not None:
         observer.started()
@@ -121,7 +123,11 @@ def run(
         if observer is not None:
             observer.finished(FAILED, exc)
         return FAILED
-    guard_callbacks(future, future.set_result, result)
+    settled = set_ran(future, result)
+    if not settled:
+        guard_callbacks(future, future.set_result, result)
+    elif settled == OWED:
+        guard_callbacks(future, run_callbacks, future)
     if observer is not None:
         del result
         observer.finished(COMPLETED, None)
