@@ -115,7 +115,11 @@ def run(
     if observer is not None:
         observer.started()
     try:
-        result = fn(*args, **kwargs)
+        # ``**`` copies any mapping but a dict into a new dict, the shared empty one too
+        # (``_queue.NO_KWARGS``, a mappingproxy): a task without keyword arguments is called
+        # without. Measured with ``benchmarks/instructions.py --contender ours``: see
+        # ``_futures.start_claimed``.
+        result = fn(*args, **kwargs) if kwargs else fn(*args)
     except BaseException as exc:
         guard_callbacks(future, future.set_exception, exc)
         # The traceback keeps this frame alive: break the cycle future -> exc -> frame -> future.
