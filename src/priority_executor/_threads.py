@@ -377,7 +377,7 @@ class ThreadRunner:
             admission.yield_until = 0.0  # a task taken closes the jump window
         if core.todo:
             admission.act_locked()
-        if self.idle:
+        if self.idle and not self.wakes:  # what _wake_one_locked checks, before startable()
             self._wake_one_locked(core.startable())  # pass the wake-up on
         if entry is not None:
             worker.yielded = False
