@@ -197,10 +197,8 @@ class Core:
             pop, limited = self.queue.pop_any, False
         elif self.running >= self.capacity or self.paused:
             return None
-        elif not self.limits.any_set:
-            return self._take_unlimited(unrun)
         else:
-            pop, limited = self.queue.pop, True
+            pop, limited = self.queue.pop, self.limits.any_set
         limits, queue = self.limits, self.queue
         now = 0.0  # read only under a rate limit
         opened = False  # the clock opened a key or a slot: other takers may start now
@@ -219,8 +217,19 @@ class Core:
                     self._opened(now)
                 return None
         entry = pop()
-        if entry is not None and entry.deadline is not None:
-            entry = self._skip_due(entry, pop, unrun)
+        while entry is not None and entry.deadline is not None:
+            reading = self.read_clock()
+            if isinstance(reading, Exception):
+                self.clock_errors.append(reading)
+                break
+            if not is_due(entry.deadline, reading):
+                break
+            self.tally.add("expired", entry.priority)
+            self.settling += 1
+            unrun.append(entry)
+            if self.stopping:
+                self.todo |= EMPTIED
+            entry = pop()
         if entry is not None:
             self.running += 1
             # Its class is fixed as it starts, before a listener (the OpenTelemetry
@@ -242,56 +251,6 @@ class Core:
                 self.todo |= SHRUNK
         if opened:
             self._opened(now)
-        return entry
-
-    def _take_unlimited(self, unrun: list[Entry]) -> Optional[Entry]:
-        """:meth:`take` with no limit set, below capacity and not paused: the common case.
-
-        The same steps, without those of the limits and of ``as_work_queue``: measured with
-        ``benchmarks/instructions.py --contender ours`` (see the report of branch
-        fast-workers), -0.6k instructions per W1 task.
-        """
-        queue = self.queue
-        entry = queue.pop()
-        if entry is not None and entry.deadline is not None:
-            entry = self._skip_due(entry, queue.pop, unrun)
-        if entry is None:
-            return None
-        self.running += 1
-        if entry.priority not in self.tally.classes:  # see take()
-            self.tally.of(entry.priority)
-        try:
-            entry.started = self.clock()
-        except Exception as exc:
-            self.clock_errors.append(exc)
-            entry.started = math.nan
-        if entry.key is not None and self.limits.started_locked(entry.key, 0.0, queue):
-            self.todo |= TIMER
-        if self.watchers:
-            self.todo |= SHRUNK
-        return entry
-
-    def _skip_due(
-        self, entry: Optional[Entry], pop: Callable[[], Optional[Entry]], unrun: list[Entry]
-    ) -> Optional[Entry]:
-        """``entry``, just popped with a deadline, or the first after it not past its own.
-
-        One clock reading decides each deadline race: an entry due is counted expired and
-        added to ``unrun``. If the clock raises, the entry starts (see :meth:`take`).
-        """
-        while entry is not None and entry.deadline is not None:
-            reading = self.read_clock()
-            if isinstance(reading, Exception):
-                self.clock_errors.append(reading)
-                break
-            if not is_due(entry.deadline, reading):
-                break
-            self.tally.add("expired", entry.priority)
-            self.settling += 1
-            unrun.append(entry)
-            if self.stopping:
-                self.todo |= EMPTIED
-            entry = pop()
         return entry
 
     def _opened(self, now: float) -> None:
