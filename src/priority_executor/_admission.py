@@ -17,7 +17,8 @@ runner. Every core call is made under the lock. A core call that leaves work for
 (``Core.todo``: wake takers, re-arm the timer, wake waiters) is followed, still under the
 lock, by :meth:`Admission.act_locked`, which does it; so the owner's calls that wrap one
 (:meth:`take_locked`, :meth:`finished_locked`, :meth:`settled_locked`, :meth:`drain_locked`,
-:meth:`pop_due_locked`) are what the runner and the settler call.
+:meth:`pop_due_locked`) are what the runner and the settler call. A worker thread's turn
+(``_threads.ThreadRunner._turn_locked``) inlines the first two, in one hold of the lock.
 
 The lock
 --------

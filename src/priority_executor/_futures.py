@@ -31,6 +31,7 @@ then adapt this module.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import Callable
@@ -51,6 +52,9 @@ def _has_internals() -> bool:
         and hasattr(probe, "_result")
         and hasattr(probe, "_exception")
         and callable(getattr(probe, "_invoke_callbacks", None))
+        and isinstance(getattr(probe._condition, "_waiters", None), collections.deque)
+        and callable(getattr(probe._condition, "acquire", None))
+        and callable(getattr(probe._condition, "release", None))
         and hasattr(futures_base, "CANCELLED")
         and hasattr(futures_base, "FINISHED")
     )
@@ -210,6 +214,67 @@ def settle_quietly(future: Future[Any], ok: bool, value: Any) -> bool:
                 waiter.add_exception(future)
         condition.notify_all()
     return True
+
+
+def start_claimed(future: Future[Any]) -> bool:
+    """``set_running_or_notify_cancel()`` of a pending future: True if it is now RUNNING.
+
+    False if it is not pending (cancelled, or settled by hand) or on a Python without the
+    internals: the caller then calls ``set_running_or_notify_cancel()`` itself, which wakes
+    the waiters of a cancelled future, or logs and raises as it always did.
+
+    The worker's fast path (with :func:`set_ran`): the Condition's lock is taken by the
+    ``acquire`` and ``release`` it exports, without the two Python frames of ``with``; with
+    :func:`set_ran`, a completed task's claim and settling cost 2 Python frames, not 12.
+    Measured with ``benchmarks/instructions.py --contender ours [--source] --repeat 2``:
+    76.7k instructions per W1 task before, 66.6k with both (66,667 and 66,606).
+    """
+    if not TWO_PHASE:
+        return False
+    condition = future._condition
+    condition.acquire()
+    try:
+        if future._state != _PENDING:
+            return False
+        future._state = _RUNNING
+        return True
+    finally:
+        condition.release()
+
+
+#: What :func:`set_ran` returns for a future settled that owes its done-callbacks.
+OWED = 2
+
+
+def set_ran(future: Future[Any], result: Any) -> int:
+    """``set_result(result)`` for a future :func:`start_claimed` made RUNNING, callbacks left out.
+
+    Returns:
+        0 if the future is not RUNNING (settled by hand meanwhile) or on a Python without the
+        internals: the caller calls ``set_result`` itself, which raises or logs as always.
+        1 if it is settled and has no done-callback but the pool's own (which does nothing
+        for a future claimed to run: it is in no queue). 2 if it is settled and owes its
+        callbacks: the caller runs them (:func:`run_callbacks`).
+
+    ``notify_all()`` (two Python frames) is called only if some thread waits on the
+    Condition, which is what it checks itself first. See :func:`start_claimed` for the gain.
+    """
+    if not TWO_PHASE:
+        return 0
+    condition = future._condition
+    condition.acquire()
+    try:
+        if future._state != _RUNNING:
+            return 0
+        future._result = result
+        future._state = _FINISHED
+        for waiter in future._waiters:
+            waiter.add_result(future)
+        if condition._waiters:  # type: ignore[attr-defined]
+            condition.notify_all()
+    finally:
+        condition.release()
+    return OWED if len(future._done_callbacks) > 1 else 1  # type: ignore[attr-defined]
 
 
 def cancel_once(future: Future[Any]) -> None:
