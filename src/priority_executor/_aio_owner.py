@@ -228,7 +228,11 @@ class AsyncOwner:
 
     def pump(self) -> None:
         """Start the best queued tasks while the core lets them: the one place a task starts."""
-        if self.pumping or self.halted:
+        if self.pumping:
+            return
+        if self.halted:  # start nothing; what the core left to do is done all the same
+            if self.core.todo:
+                self._apply(self.core.take_todo())
             return
         self.pumping = True
         core, unrun = self.core, self.unrun
@@ -345,7 +349,7 @@ class AsyncOwner:
             future.cancel()  # its owner is gone: this settles it, and does nothing else
             outcome = "cancelled"
             if cancelled_from_outside():
-                self.halted = True
+                self._halt()
         else:
             set_exception(future, error)
             outcome = "failed"
@@ -360,9 +364,22 @@ class AsyncOwner:
         """Done-callback of a Task until it begins: one cancelled from outside before its first
         step never ran :func:`_run`, so its task is settled here, as cancelled from outside."""
         future = self.active.get(task)
-        if future is not None and not future._running:
+        if future is None or future._running:
+            return
+        entry = future._entry
+        if entry is not None and entry.args is AWAIT:  # its coroutine object never ran
+            self.coroutines.discard(entry.fn)
+            close_coroutine(entry.fn)
+        self._halt()
+        self.ended(future, asyncio.CancelledError(), None)
+
+    def _halt(self) -> None:
+        """A Task of ours was cancelled from outside: start nothing until the next call.
+
+        Not while ``join()`` waits: that call is under way, and it would wait for ever.
+        """
+        if not self.idle:
             self.halted = True
-            self.ended(future, asyncio.CancelledError(), None)
 
     # -- 4. cancel ----------------------------------------------------------------------------
 

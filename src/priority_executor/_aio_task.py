@@ -174,14 +174,27 @@ async def run_task(
                     " PriorityThreadPoolExecutor"
                 )
             result = await awaitable
-    except GeneratorExit:
-        raise  # closed unfinished, its Task destroyed with its loop: nothing can be settled
+    except GeneratorExit as exc:
+        if asyncio._get_running_loop() is not owner.loop:
+            raise  # closed unfinished with its loop gone: nothing can be settled
+        owner.ended(future, exc, None)  # raised by the task itself: its future fails
     except BaseException as exc:
         owner.ended(future, exc, None)
-        if not isinstance(exc, Exception):
-            raise  # a CancelledError ends the Task cancelled; KeyboardInterrupt goes on
+        if isinstance(exc, Exception):
+            return
+        if not isinstance(exc, asyncio.CancelledError):  # KeyboardInterrupt, SystemExit
+            task = asyncio.current_task()
+            if task is not None:  # its future has it: the Task's copy is not "never retrieved"
+                task.add_done_callback(_retrieve)
+        raise  # the Task ends cancelled, or the loop stops, as without the scheduler
     else:
         owner.ended(future, None, result)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark what ``task`` raised as retrieved: its scheduled future already holds it."""
+    if not task.cancelled():
+        task.exception()
 
 
 if sys.version_info >= (3, 11):

@@ -744,3 +744,88 @@ def test_a_task_destroyed_unfinished_with_its_loop_and_scheduler_runs_no_bookkee
         sys.unraisablehook = hook
     assert dropped() is None
     assert unraisable == [], "closing the Task ran the scheduler's bookkeeping on a closed loop"
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_join_waiting_as_tasks_are_cancelled_from_outside_before_they_begin_returns(
+    kind: str,
+) -> None:
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(1)
+        futures = [scheduler.submit(returning, n) for n in range(3)]
+        futures.append(scheduler.options(timeout=0.05).submit(returning, "expires"))
+        joined = asyncio.ensure_future(scheduler.join(TIMEOUT))
+        await asyncio.sleep(0)  # join() waits; the first Task has not had a step yet
+        (task,) = scheduler._owner.active
+        task.cancel()  # from outside, as a "cancel every other task" helper does
+        assert await joined, "join() waited for a scheduler that had stopped starting tasks"
+        assert futures[0].cancelled()
+        assert [future.result() for future in futures[1:3]] == [1, 2]
+        assert futures[3].cancelled() or futures[3].result() == "expires"
+        await accounted(scheduler)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_coroutine_raising_generator_exit_itself_fails_its_future_and_frees_its_slot(
+    kind: str,
+) -> None:
+    async def raises() -> None:
+        await asyncio.sleep(0)
+        raise GeneratorExit("raised by the task")
+
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(1)
+        failed = scheduler.submit(raises)
+        after = scheduler.submit(returning, "after")
+        await asyncio.wait([failed], timeout=TIMEOUT)  # its GeneratorExit is not raised here
+        error = failed.exception()
+        assert isinstance(error, GeneratorExit)
+        assert str(error) == "raised by the task"
+        assert await asyncio.wait_for(after, TIMEOUT) == "after"
+        stats = await accounted(scheduler)
+        assert (stats.failed, stats.completed) == (1, 1)
+
+    drive(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_coroutine_object_whose_task_is_cancelled_before_it_begins_is_closed(kind: str) -> None:
+    async def main() -> None:
+        scheduler = AsyncPriorityScheduler(1)
+        never = scheduler.submit(returning("never"))  # a coroutine object
+        (task,) = scheduler._owner.active
+        task.cancel()
+        await settle()
+        assert never.cancelled()
+        assert scheduler._owner.coroutines == set()
+        await accounted(scheduler)
+
+    # drive() fails on a "coroutine ... was never awaited" warning.
+    drive(kind, main)
+
+
+def test_a_keyboard_interrupt_in_a_task_fails_its_future_and_stops_the_loop() -> None:
+    reported: list[Any] = []
+    scheduler = AsyncPriorityScheduler(1)
+    futures: list[asyncio.Future[Any]] = []
+
+    async def interrupts() -> None:
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context)
+        )
+        futures.append(scheduler.submit(interrupts))
+        futures.append(scheduler.submit(returning, "queued"))
+        await asyncio.sleep(TIMEOUT)
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())  # its end cancels what is left, as after any KeyboardInterrupt
+    gc.collect()
+    assert isinstance(futures[0].exception(), KeyboardInterrupt)
+    assert scheduler.active == 0
+    assert reported == [], "the loop reported an error of the scheduler's"
