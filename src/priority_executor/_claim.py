@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Literal, Optional, Protocol
 
-from ._futures import OWED, cancel_quietly, run_callbacks, set_ran, start_claimed
+from ._futures import (
+    TWO_PHASE,
+    cancel_quietly,
+    has_user_callbacks,
+    run_callbacks,
+    settle_quietly,
+    start_claimed,
+)
 
 LOGGER = logging.getLogger("concurrent.futures")
 
@@ -109,7 +116,7 @@ def run(
         ``CANCELLED`` if the claim was lost, else ``COMPLETED`` or ``FAILED``.
     """
     # The claim and the settling of a task that completes take the fast path of
-    # ``_futures.start_claimed`` and ``set_ran``, else the public methods (see there).
+    # ``_futures.start_claimed`` and ``settle_quietly``, else the public methods (see there).
     if not start_claimed(future) and not claim(future, cancel=False):
         return CANCELLED
     if observer is not None:
@@ -128,11 +135,11 @@ def run(
         if observer is not None:
             observer.finished(FAILED, exc)
         return FAILED
-    settled = set_ran(future, result)
-    if not settled:
+    if TWO_PHASE and settle_quietly(future, True, result):
+        if has_user_callbacks(future):  # the pool's own does nothing for a claimed future
+            guard_callbacks(future, run_callbacks, future)
+    else:  # settled by hand meanwhile (set_result logs it), or no internals to use
         guard_callbacks(future, future.set_result, result)
-    elif settled == OWED:
-        guard_callbacks(future, run_callbacks, future)
     if observer is not None:
         del result
         observer.finished(COMPLETED, None)

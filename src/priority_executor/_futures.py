@@ -189,17 +189,24 @@ def settle_quietly(future: Future[Any], ok: bool, value: Any) -> bool:
 
     Wakes ``result()``, ``wait()`` and ``as_completed()``. Runs no user code.
 
+    It is also a worker's settling of every task that completes (``_claim.run``), so it
+    takes the Condition's lock by the ``acquire`` and ``release`` it exports, without the
+    two Python frames of ``with``, and calls ``notify_all()`` (two more) only if a thread
+    waits on the Condition, which is what ``notify_all()`` checks itself first. See
+    :func:`start_claimed` for the gain.
+
     Returns:
-        True if this call settled the future: the caller owes it :func:`run_callbacks`.
-        False if it was already done (settled by hand), or on a Python without the
-        internals, where the callbacks ran inline.
+        True if this call settled the future: the caller owes it :func:`run_callbacks`
+        (if :func:`has_user_callbacks`). False if it was already done (settled by hand), or
+        on a Python without the internals, where the callbacks ran inline.
     """
     if not TWO_PHASE:
         with contextlib.suppress(futures_base.InvalidStateError):
             (future.set_result if ok else future.set_exception)(value)
         return False
     condition = future._condition
-    with condition:
+    condition.acquire()
+    try:
         if future._state not in (_PENDING, _RUNNING):
             return False
         if ok:
@@ -212,7 +219,10 @@ def settle_quietly(future: Future[Any], ok: bool, value: Any) -> bool:
                 waiter.add_result(future)
             else:
                 waiter.add_exception(future)
-        condition.notify_all()
+        if condition._waiters:  # type: ignore[attr-defined]
+            condition.notify_all()
+    finally:
+        condition.release()
     return True
 
 
@@ -223,9 +233,8 @@ def start_claimed(future: Future[Any]) -> bool:
     internals: the caller then calls ``set_running_or_notify_cancel()`` itself, which wakes
     the waiters of a cancelled future, or logs and raises as it always did.
 
-    The worker's fast path (with :func:`set_ran`): the Condition's lock is taken by the
-    ``acquire`` and ``release`` it exports, without the two Python frames of ``with``; with
-    :func:`set_ran`, a completed task's claim and settling cost 2 Python frames, not 12.
+    The worker's fast path (with :func:`settle_quietly`): the Condition's lock is taken by
+    the ``acquire`` and ``release`` it exports, without the two Python frames of ``with``.
     Measured with ``benchmarks/instructions.py --contender ours [--source] --repeat 2``:
     76.7k instructions per W1 task before, 66.6k with both (66,667 and 66,606).
     """
@@ -240,41 +249,6 @@ def start_claimed(future: Future[Any]) -> bool:
         return True
     finally:
         condition.release()
-
-
-#: What :func:`set_ran` returns for a future settled that owes its done-callbacks.
-OWED = 2
-
-
-def set_ran(future: Future[Any], result: Any) -> int:
-    """``set_result(result)`` for a future :func:`start_claimed` made RUNNING, callbacks left out.
-
-    Returns:
-        0 if the future is not RUNNING (settled by hand meanwhile) or on a Python without the
-        internals: the caller calls ``set_result`` itself, which raises or logs as always.
-        1 if it is settled and has no done-callback but the pool's own (which does nothing
-        for a future claimed to run: it is in no queue). 2 if it is settled and owes its
-        callbacks: the caller runs them (:func:`run_callbacks`).
-
-    ``notify_all()`` (two Python frames) is called only if some thread waits on the
-    Condition, which is what it checks itself first. See :func:`start_claimed` for the gain.
-    """
-    if not TWO_PHASE:
-        return 0
-    condition = future._condition
-    condition.acquire()
-    try:
-        if future._state != _RUNNING:
-            return 0
-        future._result = result
-        future._state = _FINISHED
-        for waiter in future._waiters:
-            waiter.add_result(future)
-        if condition._waiters:  # type: ignore[attr-defined]
-            condition.notify_all()
-    finally:
-        condition.release()
-    return OWED if len(future._done_callbacks) > 1 else 1  # type: ignore[attr-defined]
 
 
 def cancel_once(future: Future[Any]) -> None:
