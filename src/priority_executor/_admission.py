@@ -353,9 +353,7 @@ class Admission(Generic[RunnerT]):
     def accounted_locked(self) -> int:
         """Every accepted task, counted where it is: settled, queued, running or undecided."""
         core = self.core
-        counts = core.tally.totals()
-        settled = sum(counts[k] for k in ("completed", "failed", "cancelled", "expired", "taken"))
-        return settled + len(core.queue) + core.running + core.undecided
+        return core.tally.ended() + len(core.queue) + core.running + core.undecided
 
     def check_accepting_locked(
         self, priority: Number, view_state: Optional[ViewState] = None

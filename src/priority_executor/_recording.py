@@ -43,6 +43,8 @@ PriorityClass = Union[int, float, str]
 
 #: The outcomes counted per priority class, in the order they are reported.
 OUTCOMES = ("completed", "failed", "cancelled", "evicted", "expired", "taken", "rejected")
+#: The outcomes of a task gone for good (``evicted`` is counted in ``cancelled`` too).
+ENDED = ("completed", "failed", "cancelled", "expired", "taken")
 #: What an eviction counts: a cancel, and an eviction.
 EVICTION = ("cancelled", "evicted")
 
@@ -154,6 +156,12 @@ class Tally:
                 totals[name] += n
         totals["submitted"] = self.submitted
         return totals
+
+    def ended(self) -> int:
+        """The tasks counted as gone for good: settled, or taken out through ``_work_queue``
+        (not the pool's to run). Every other accepted task is queued, running or undecided."""
+        totals = self.totals()
+        return sum(totals[name] for name in ENDED)
 
     def ran(self, outcome: str, priority: Number, waited: float, ran: float) -> None:
         """A task of ``priority`` that waited ``waited`` seconds ran ``ran`` seconds to ``outcome``.
