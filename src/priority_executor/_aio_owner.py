@@ -273,9 +273,7 @@ class AsyncOwner:
         except Exception as exc:  # a task factory that raised, say
             future._owner = future._entry = None
             coro.close()
-            if args is AWAIT:
-                self.coroutines.discard(fn)
-                close_coroutine(fn)  # it will never run: no "never awaited" warning
+            self.drop_unrun(fn, args)
             if not future.done():
                 set_exception(future, exc)
             self.core.finish("failed", entry)
@@ -367,9 +365,8 @@ class AsyncOwner:
         if future is None or future._running:
             return
         entry = future._entry
-        if entry is not None and entry.args is AWAIT:  # its coroutine object never ran
-            self.coroutines.discard(entry.fn)
-            close_coroutine(entry.fn)
+        if entry is not None:
+            self.drop_unrun(entry.fn, entry.args)
         self._halt()
         self.ended(future, asyncio.CancelledError(), None)
 
@@ -509,13 +506,18 @@ class AsyncOwner:
         So a coroutine submitted as an object and never started raises no "never awaited"
         warning.
         """
-        awaitable, args = entry.fn, entry.args
+        fn, args = entry.fn, entry.args
         future: ScheduledFuture[Any] = entry.detach()  # type: ignore[assignment]  # see submit
         future._owner = None
-        if args is AWAIT:
-            self.coroutines.discard(awaitable)
-            awaitable.close()  # type: ignore[attr-defined]  # a coroutine, as AWAIT says
+        self.drop_unrun(fn, args)
         return future
+
+    def drop_unrun(self, fn: Any, args: tuple[Any, ...]) -> None:
+        """A task that will never run: close its coroutine object, if it is one (``args`` is
+        ``AWAIT``), so that it never warns "never awaited"."""
+        if args is AWAIT:
+            self.coroutines.discard(fn)
+            fn.close()
 
     def check_invariants(self) -> None:
         """Check the core's and the owner's invariants in O(n); for tests."""

@@ -151,13 +151,12 @@ async def run_task(
     task = future._task
     if task is not None:  # None when an eager task factory runs this inside create_task
         task.remove_done_callback(owner.on_abandoned)
-    if args is AWAIT:
-        owner.coroutines.discard(fn)  # kept until now: closed if this never begins
     if future.done():
-        if args is AWAIT:
-            fn.close()  # it will never run: no "never awaited" warning
+        owner.drop_unrun(fn, args)
         owner.ended(future, None, None)
         return
+    if args is AWAIT:
+        owner.coroutines.discard(fn)  # kept until now: closed if this never begins
     try:
         if args is AWAIT:
             result = await fn
