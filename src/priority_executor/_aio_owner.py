@@ -247,9 +247,7 @@ class AsyncOwner:
             if unrun:  # expired as they were taken
                 expired = unrun[:]
                 del unrun[:]
-                for entry in expired:
-                    self._expire(entry)
-                core.settled(len(expired))
+                self._expire_all(expired)
             if core.todo:
                 self._apply(core.take_todo())
             if core.clock_errors:
