@@ -342,10 +342,12 @@ class ThreadRunner:
         look again (it does not count itself on its way or idle while their callbacks run),
         yield the GIL once (counted on its way in ``wakes``), park (listed ``idle``), or exit.
 
-        ``Admission.finished_locked`` and ``take_locked`` inlined, so that the turn costs one
-        Python frame, not three, for the state it now reads from ``worker``: as fast as the
-        loop of 8 locals it replaced (``benchmarks/instructions.py --contender ours --source
-        ... --repeat 2``: 66.46k instructions per W1 task, against 66.64k without it).
+        ``Admission.finished_locked`` and ``take_locked`` are inlined (their copies are the
+        three lines each below, which must say what those say), so that the turn costs one
+        Python frame, not three: ``benchmarks/instructions.py --contender ours --repeat 2``
+        counts 62.35k instructions per W1 task, against 63.36k calling the two. The state it
+        reads from ``worker`` is as fast as the loop of 8 locals it replaced (66.46k against
+        66.64k, before the optimisations below and in ``_futures``).
         It reads ``core.startable()`` to pass a wake-up on only if one may be passed (idle
         workers, none on its way), as :meth:`_wake_one_locked` checks: 62.49k against 64.18k
         (62,395 and 62,580; 64,294 and 64,059), the workers idle often under callgrind.
