@@ -220,7 +220,7 @@ class AsyncOwner:
         self.halted = False
         if entry.deadline is not None or core.limits.timed:
             self.arm()
-        if core.running < core.capacity:
+        if core.slot_free():
             self.pump()
         return future
 
@@ -524,9 +524,8 @@ class AsyncOwner:
         assert not core.todo or self.pumping, "the core left something undone"
         assert len(self.active) <= core.running, "a Task runs that is not counted"
         assert core.running <= len(self.active), "a start is counted with no Task"
-        if not core.paused:
-            free = core.capacity - core.running
-            assert free <= 0 or not core.startable() or self.pumping or self.halted, (
+        if not core.paused and core.slot_free():
+            assert not core.startable() or self.pumping or self.halted, (
                 "a slot is free while a task that may start waits"
             )
         earliest = core.next_deadline()  # a deadline, or a rate slot tasks wait for

@@ -142,6 +142,11 @@ class Core:
             return 0
         return len(self.queue.entries) - self.queue.held
 
+    def slot_free(self) -> bool:
+        """Fewer than ``capacity`` tasks run: a take may start one (the first test of
+        :meth:`take`, which makes it inline on every take)."""
+        return self.running < self.capacity
+
     def full(self) -> bool:
         """``max_queued`` tasks wait: a new one needs :meth:`make_room` first."""
         return self.max_queued is not None and len(self.queue) >= self.max_queued

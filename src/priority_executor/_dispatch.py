@@ -178,7 +178,7 @@ class DelegateRunner:
         assert self.relay is None or self.relay in self.settlers, "a relay that is not settling"
         if self.asleep:
             assert self.thread is not None, "asleep without a dispatcher"
-            free = core.running < core.capacity and not self._filling_locked()
+            free = core.slot_free() and not self._filling_locked()
             if self.relay is None and free:
                 assert not core.startable(), "a task waits while a slot is free"
 
@@ -235,7 +235,7 @@ class DelegateRunner:
             core.stopping
             or (
                 self.relay is None  # else the relay takes what may start
-                and core.running < core.capacity
+                and core.slot_free()
                 and not (ended and self._filling_locked())
                 and core.startable()
             )
