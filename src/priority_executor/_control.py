@@ -20,7 +20,6 @@ from . import _lifecycle
 from ._admission import Admission
 from ._callbacks import CallbackRunner
 from ._context import fresh_thread
-from ._core import Core
 from ._limits import Limits
 from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full
 from ._rates import RateLimit, check_rate_limit
@@ -297,21 +296,10 @@ class AdmissionControl(Admission[RunnerT]):
         self.room = Room(self.lock)
         self.joiners = 0
         self.yield_until = 0.0
-        parent = self.core
-        limits = parent.limits  # its running counts and windows are the parent's
-        # A new core: nothing running, settling or waiting, and (a used pool's queue may
-        # have been caught mid-update) nothing queued. Its futures never settle in the child,
-        # as with the standard pool, but join() and shutdown() return. The counts stay.
-        self.core = Core(
-            clock=parent.clock,
-            ageing=parent.ageing,
-            limits=Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit),
-            capacity=parent.capacity,
-            max_queued=parent.max_queued,
-            when_full=parent.when_full,
-        )
-        self.core.tally = parent.tally
-        self.core.paused, self.core.stopping = parent.paused, parent.stopping
+        # A used pool's queue may have been caught mid-update: nothing is queued in the
+        # child. Its futures never settle there, as with the standard pool, but join() and
+        # shutdown() return.
+        self.core = self.core.rebuilt()
         self.timer = DeadlineTimer(self)
         self.callbacks = CallbackRunner(self, self.name)
         if used:

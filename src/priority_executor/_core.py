@@ -100,6 +100,22 @@ class Core:
             return TaskQueue(track_worst=self.evicts)
         return HeapQueue(track_worst=self.evicts)
 
+    def rebuilt(self) -> Core:
+        """A core of this one's configuration (clock, ageing, the limits' settings, capacity,
+        ``max_queued``), its counts, pause and stopping, and nothing queued, running, settling
+        or waiting: the state of a fork child, where no task of the parent is anywhere."""
+        limits = self.limits  # its running counts and windows are the parent's
+        core = Core(
+            clock=self.clock,
+            ageing=self.ageing,
+            limits=Limits(limits.rate_limit, limits.key_limit, limits.key_rate_limit),
+            capacity=self.capacity,
+            max_queued=self.max_queued,
+            when_full=self.when_full,
+        )
+        core.tally, core.paused, core.stopping = self.tally, self.paused, self.stopping
+        return core
+
     def take_todo(self) -> int:
         """What the owner must do after its last calls (bits, see the module docstring)."""
         todo, self.todo = self.todo, 0

@@ -1192,3 +1192,23 @@ def test_random_walk_makes_the_same_choices_as_a_reference_model(seed: int, keys
         assert {k: totals[k] for k in counts} == counts, step
         assert totals["submitted"] == submitted, step
     assert owner.core.clock_errors == []
+
+
+def test_rebuilt_keeps_the_configuration_and_counts_with_nothing_queued_or_running() -> None:
+    owner = Owner(ageing=2.0, capacity=3, max_queued=5, when_full="evict", key_limit=1)
+    owner.submit("ran", key="k")
+    owner.submit("queued", key="k")
+    ran = owner.take()
+    assert ran is not None
+    owner.finish(ran)
+    owner.take()  # running when the core is rebuilt
+    owner.core.paused = True
+    core = owner.core.rebuilt()
+    assert (core.clock, core.ageing, core.capacity) == (owner.clock, 2.0, 3)
+    assert (core.max_queued, core.when_full, core.limits.key_limit) == (5, "evict", 1)
+    assert core.limits is not owner.core.limits
+    assert not core.limits.keys  # no key counted running
+    assert core.tally is owner.core.tally
+    assert core.paused
+    assert not core.stopping
+    assert (len(core.queue), core.running, core.settling, core.watchers) == (0, 0, 0, 0)
