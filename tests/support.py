@@ -246,6 +246,11 @@ class Internals:
         with self._admission.lock:
             return self._admission.timer.park.locked() and self._admission.timer.target == target
 
+    def timer_asleep(self) -> bool:
+        """True if the deadline timer sleeps until signalled: it reads no clock until then."""
+        with self._admission.lock:
+            return self._admission.timer.asleep
+
     def wake_timer(self) -> None:
         """Make the deadline timer re-read the clock now."""
         self._admission.wake_timer()

@@ -42,6 +42,9 @@ class DeadlineTimer:
         self.thread: Optional[threading.Thread] = None
         self.target: Optional[float] = None  # the deadline it sleeps until, None for ever
         self.exited: Optional[threading.Thread] = None  # the last timer, which has left its loop
+        # True from the moment the timer, with nothing due and no signal pending, decides to
+        # sleep until signalled, to the next signal: in between it reads no clock.
+        self.asleep = False
         # The timer blocks acquiring this lock; releasing it once wakes the timer. It is
         # released only under the pool's lock, so "unlocked" means "signalled, not yet woken".
         self.park = threading.Lock()
@@ -63,6 +66,7 @@ class DeadlineTimer:
                     self.thread = None
                 raise
         self.target = deadline
+        self.asleep = False
         if self.park.locked():
             self.park.release()
 
@@ -84,6 +88,7 @@ class DeadlineTimer:
                 due = [] if isinstance(now, Exception) else source.pop_due_locked(now)
                 deadline = source.core.next_deadline()
                 self.target = deadline
+                self.asleep = deadline is None and self.park.locked()
                 # Once the pool is stopping, no deadline can be added: exit when none is left.
                 done = deadline is None and source.timer_done_locked()
                 if done:  # a rate limit set after this starts a new timer; join() waits for this

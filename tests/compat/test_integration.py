@@ -786,21 +786,27 @@ def test_an_idle_pool_has_every_worker_parked_and_a_timer_that_sleeps(
     pool = PriorityThreadPoolExecutor(max_workers=3, clock=counting)
     clock.attach(pool)
     try:
-        everyone = threading.Barrier(3)
-        for future in [pool.submit(everyone.wait, TIMEOUT) for _ in range(3)]:
-            future.result(TIMEOUT)
+        # Every worker holds a task, so the task with a deadline stays queued until it expires.
+        holding = threading.Barrier(4)
+
+        def hold() -> None:
+            holding.wait(TIMEOUT)
+            gate()
+
+        holders = [pool.submit(hold) for _ in range(3)]
+        holding.wait(TIMEOUT)
         # Start the timer, and leave it with no deadline pending.
-        pool.submit(gate)
-        gate.wait_started()
         expired = pool.submit(abs, -1, timeout=1.0)
         clock.advance(1.0)
         assert wait([expired], timeout=TIMEOUT).not_done == set()
         assert expired.cancelled()
         gate.open()
+        assert wait(holders, timeout=TIMEOUT).not_done == set()
         wait_until(lambda: all_parked(pool), "every worker is parked")
         # Every worker is blocked on its own park lock, with no timeout.
         assert internals(pool).idle_and_started() == (3, 3)
         assert len(pool_threads(pool)) == 4  # and the timer
+        wait_until(internals(pool).timer_asleep, "the timer sleeps until signalled")
         # The timer, with no deadline to wait for, does not wake: it would read the clock.
         # (An observation window, not a synchronisation.)
         readings = counting.readings
