@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from ._aio import AsyncPriorityScheduler
 from ._aio_view import AsyncView
+from ._alimiter import AsyncPriorityLimiter
 from ._delegating import PriorityExecutor
 from ._distribution import Distribution
 from ._executor import PriorityThreadPoolExecutor
 from ._futures import expired
+from ._grants import LimiterStatistics
+from ._limiter import PriorityLimiter
 from ._listeners import ListenerHandle, TaskInfo
 from ._options import PoolView
 from ._policy import Priority
@@ -23,14 +26,17 @@ from ._rates import RateLimit
 from ._stats import ExecutorStatistics, QueueFullError
 
 __all__ = [
+    "AsyncPriorityLimiter",
     "AsyncPriorityScheduler",
     "AsyncView",
     "Distribution",
     "ExecutorStatistics",
+    "LimiterStatistics",
     "ListenerHandle",
     "PoolView",
     "Priority",
     "PriorityExecutor",
+    "PriorityLimiter",
     "PriorityThreadPoolExecutor",
     "QueueFullError",
     "RateLimit",

@@ -559,7 +559,7 @@ class Admission(Generic[RunnerT]):
             return
         cancelled = is_cancelled(future)
         with self.lock:
-            entry = core.unqueue(future, cancelled)
+            entry = core.unqueue(future, "cancelled" if cancelled else "completed")
             if entry is None:
                 return
             if core.todo:

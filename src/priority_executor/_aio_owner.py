@@ -381,14 +381,15 @@ class AsyncOwner:
     def cancelled(self, future: ScheduledFuture[Any]) -> None:
         """``future`` was cancelled by its user: unqueue its task, or cancel its Task."""
         if future._entry is None:
-            self.unqueue(future, cancelled=True)
+            self.unqueue(future, "cancelled")
         elif future._running and future._task is not None:
             future._task.cancel()  # its slot is freed when the coroutine ends
 
-    def unqueue(self, future: ScheduledFuture[Any], cancelled: bool) -> None:
-        """Take out the task of a future settled while queued, by a cancel or by hand."""
+    def unqueue(self, future: ScheduledFuture[Any], outcome: Outcome) -> None:
+        """Take out the task of a future settled while queued, by a cancel or by hand
+        (``outcome``: ``"cancelled"`` or ``"completed"``)."""
         core = self.core
-        entry = core.unqueue(future, cancelled)  # type: ignore[arg-type]  # see submit
+        entry = core.unqueue(future, outcome)  # type: ignore[arg-type]  # see submit
         if entry is not None:
             self._discard(entry)
         if core.todo:

@@ -102,7 +102,7 @@ class ScheduledFuture(asyncio.Future[T]):
     def _settled_by_hand(self) -> None:
         owner = self._owner
         if owner is not None and self._entry is None:  # queued; a running one runs on
-            owner.unqueue(self, cancelled=False)
+            owner.unqueue(self, "completed")
 
     def _time_out(self) -> None:
         """``run_timeout`` passed: the future raises TimeoutError now; the coroutine is cancelled.

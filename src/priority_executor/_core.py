@@ -68,8 +68,12 @@ class Core:
         capacity: float,
         max_queued: Optional[int] = None,
         when_full: WhenFull = "raise",
+        weighed: bool = False,
     ) -> None:
         self.clock = clock
+        # Entries take ``entry.cost`` units of capacity and of their key's limit, not 1 (a
+        # limiter's claims), and none passes a better one that does not fit yet (see take).
+        self.weighed = weighed
         self.ageing = ageing
         self.limits = limits
         self.capacity = capacity  # the most tasks running at once: take() starts no more
@@ -112,6 +116,7 @@ class Core:
             capacity=self.capacity,
             max_queued=self.max_queued,
             when_full=self.when_full,
+            weighed=self.weighed,
         )
         core.tally, core.paused, core.stopping = self.tally, self.paused, self.stopping
         return core
@@ -214,6 +219,10 @@ class Core:
         listed in ``clock_errors``; under a rate limit, nothing starts until the timer can
         read the clock again.
 
+        On a weighed core (a limiter's) the best claim takes ``entry.cost`` units, and waits
+        while they are not free: no claim passes it (strict), except one of another key where
+        its key's limits hold it back (:meth:`_pop_fitting`).
+
         Args:
             as_work_queue: take it as the standard pool's queue (``_work_queue``) gives it
                 out, knowing neither pause, capacity nor limits; it is not counted as a start.
@@ -226,7 +235,8 @@ class Core:
         elif self.running >= self.capacity or self.paused:
             return None
         else:
-            pop, limited = self.queue.pop, self.limits.any_set
+            pop = (lambda: self._pop_fitting(unrun)) if self.weighed else self.queue.pop
+            limited = self.limits.any_set
         limits, queue = self.limits, self.queue
         now = 0.0  # read only under a rate limit
         opened = False  # the clock opened a key or a slot: other takers may start now
@@ -252,14 +262,10 @@ class Core:
                 break
             if not is_due(entry.deadline, reading):
                 break
-            self.tally.add("expired", entry.priority)
-            self.settling += 1
-            unrun.append(entry)
-            if self.stopping:
-                self.todo |= EMPTIED
+            self._expired(entry, unrun)
             entry = pop()
         if entry is not None:
-            self.running += 1
+            self.running += entry.cost
             # Its class is fixed as it starts, before a listener (the OpenTelemetry
             # exporter's) reads it, not when it ends: the class its times are recorded under.
             if entry.priority not in self.tally.classes:
@@ -273,13 +279,45 @@ class Core:
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
             counted = not as_work_queue and (limited or entry.key is not None)
-            if counted and limits.started_locked(entry.key, now, queue):
+            if counted and limits.started_locked(entry.key, now, queue, entry.cost):
                 self.todo |= TIMER
             if self.watchers:
                 self.todo |= SHRUNK
         if opened:
             self._opened(now)
         return entry
+
+    def _expired(self, entry: Entry, unrun: list[Entry]) -> None:
+        """Count an entry a take found past its deadline: ``unrun``, for its owner to settle."""
+        self.tally.add("expired", entry.priority)
+        self.settling += 1
+        unrun.append(entry)
+        if self.stopping:
+            self.todo |= EMPTIED
+
+    def _pop_fitting(self, unrun: list[Entry]) -> Optional[Entry]:
+        """``queue.pop`` for a weighed core: the best claim if its cost fits, or None.
+
+        A claim whose key has fewer units free than it costs is held back by its key (its
+        key is closed until :meth:`~._limits.Limits.relieve_locked`), and the next is looked
+        at; one that does not fit ``capacity`` holds back every claim ranked below it, unless
+        it is due: then it is expired into ``unrun`` here, and the next is looked at.
+        """
+        queue, limits = self.queue, self.limits
+        while True:
+            entry = queue.peek()
+            if entry is None:
+                return None
+            if entry.key is not None and not limits.fits(entry.key, entry.cost):
+                limits.short_locked(entry.key, queue)
+                continue
+            if entry.cost <= self.capacity - self.running:
+                return queue.pop()
+            now = None if entry.deadline is None else self.read_clock()
+            if now is None or isinstance(now, Exception) or not is_due(entry.deadline, now):
+                return None  # it waits, and every claim ranked below it with it
+            queue.pop()
+            self._expired(entry, unrun)
 
     def _opened(self, now: float) -> None:
         """The clock opened keys or a rate slot at ``now``: the owner gets takers for them."""
@@ -293,7 +331,7 @@ class Core:
         limits, and its priority and start, for the counts and the run time. ``keyed``:
         False for a task taken as ``_work_queue`` takes it, which no key counted.
         """
-        self.running -= 1
+        self.running -= entry.cost
         if outcome == "completed" or outcome == "failed":  # it ran: its times are recorded
             try:
                 now = self.clock()
@@ -306,22 +344,27 @@ class Core:
             self.tally.add(outcome, entry.priority)
         key = entry.key if keyed else None
         if key is not None:
-            self.limits.finished_locked(key, self.queue)
+            self.limits.finished_locked(key, self.queue, entry.cost)
         if self.watchers:
             self.todo |= SHRUNK
 
     # -- leaving the queue unstarted -----------------------------------------------------------
 
-    def unqueue(self, future: Future[Any], cancelled: bool) -> Optional[Entry]:
-        """Remove the entry of a future its user settled while it was queued (the cancel hook).
+    def unqueue(self, future: Future[Any], outcome: Outcome) -> Optional[Entry]:
+        """Remove the entry of a future settled while it was queued (the cancel hook), or of
+        a limiter's claim that stops waiting.
 
-        ``cancelled``: False if someone set a result on the queued future by hand.
-        Returns the entry, for the caller to detach, or None if it was not queued.
+        ``outcome``: how it is counted: ``"cancelled"``; ``"completed"`` if someone set a
+        result on the queued future by hand; ``"expired"`` for a claim that could not be
+        granted at once. Returns the entry, for the caller to detach, or None if it was not
+        queued.
         """
         entry = self.queue.discard(future)
         if entry is None:
             return None
-        self.tally.add("cancelled" if cancelled else "completed", entry.priority)
+        if self.weighed and entry.key is not None:
+            self.limits.relieve_locked(entry.key, self.queue)
+        self.tally.add(outcome, entry.priority)
         if self.watchers:
             self.todo |= SHRUNK
         if self.stopping:
@@ -374,6 +417,10 @@ class Core:
             self._opened(now)
         due = self.queue.pop_due(now)
         if due:
+            if self.weighed:
+                for entry in due:
+                    if entry.key is not None:
+                        self.limits.relieve_locked(entry.key, self.queue)
             self.tally.add_each("expired", [entry.priority for entry in due])
             self.settling += len(due)
             if self.watchers:

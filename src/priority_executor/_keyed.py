@@ -153,6 +153,17 @@ class KeyedQueue(QueueBase):
                 return entry
         return None
 
+    def peek(self) -> Optional[Entry]:
+        """The entry :meth:`pop` would return, left queued (stale ``ready`` items dropped)."""
+        ready, lanes = self.ready, self.lanes
+        while ready:
+            entry = ready[0][2]
+            lane = lanes.get(entry.key) if entry.queued else None
+            if lane is not None and lane.listed is ready[0]:
+                return entry
+            heapq.heappop(ready)
+        return None
+
     def pop_any(self) -> Optional[Entry]:
         """The best live entry whatever its key's limits (for ``_work_queue``); O(keys)."""
         heads = [(head, lane) for lane in self.lanes.values() if (head := self._head(lane))]

@@ -55,10 +55,14 @@ class KeyedLimitedQueue(LimitedQueue, Protocol):
 class KeyState:
     """What one key's limits need to know: its running tasks and its recent starts."""
 
-    __slots__ = ("running", "until", "window")
+    __slots__ = ("running", "short", "until", "window")
 
     def __init__(self, window: Optional[Window]) -> None:
-        self.running = 0  # taken to start and not yet reported finished
+        self.running = 0  # units taken to start and not yet reported finished (1 per task)
+        # Its best queued claim wants more units than key_limit leaves it (a limiter's claims
+        # have a cost): held back until a unit of it comes back, that claim leaves, or a
+        # better one of it queues, or key_limit changes (see relieve_locked).
+        self.short = False
         self.window = window  # its starts, under key_rate_limit
         self.until: Optional[float] = None  # its window is full until then (listed in wakes)
 
@@ -105,8 +109,10 @@ class Limits:
 
     def saturated(self, state: KeyState) -> bool:
         """The key of ``state`` may start no task now: the one test of a key's limits."""
-        return state.until is not None or (
-            self.key_limit is not None and state.running >= self.key_limit
+        return (
+            state.until is not None
+            or state.short
+            or (self.key_limit is not None and state.running >= self.key_limit)
         )
 
     def saturated_keys(self) -> Iterator[Hashable]:
@@ -157,8 +163,36 @@ class Limits:
         """Hold every start back until the timer can read the clock (which just raised)."""
         self.rate_until = -math.inf
 
-    def started_locked(self, key: Hashable, now: float, queue: LimitedQueue) -> bool:
-        """A task of ``key`` started at ``now``; True if a window filled (wake the timer)."""
+    def fits(self, key: Hashable, cost: int) -> bool:
+        """A task of ``key`` that takes ``cost`` units stays within ``key_limit``."""
+        if self.key_limit is None:
+            return True
+        state = self.keys.get(key)
+        return (0 if state is None else state.running) + cost <= self.key_limit
+
+    def short_locked(self, key: Hashable, queue: LimitedQueue) -> None:
+        """The best queued claim of ``key`` does not fit its ``key_limit``: hold the key back."""
+        state = self.keys.get(key)
+        if state is None:
+            state = self.keys[key] = self._new_state()
+        state.short = True
+        queue.close(key)
+
+    def relieve_locked(self, key: Hashable, queue: LimitedQueue) -> None:
+        """A claim of ``key`` left its queue, or a new one queued: if the key was held back
+        for want of units, let the next take look at its best claim again."""
+        state = self.keys.get(key)
+        if state is None or not state.short:
+            return
+        state.short = False
+        if not self.saturated(state):
+            queue.open(key)
+        if not state.running and (state.window is None or not state.window.times):
+            del self.keys[key]
+
+    def started_locked(self, key: Hashable, now: float, queue: LimitedQueue, cost: int = 1) -> bool:
+        """A task of ``key`` taking ``cost`` units started at ``now``; True if a window filled
+        (wake the timer)."""
         filled = False
         if self.window is not None:
             until = self.window.record(now)
@@ -170,7 +204,7 @@ class Limits:
         state = self.keys.get(key)
         if state is None:
             state = self.keys[key] = self._new_state()
-        state.running += 1
+        state.running += cost
         if state.window is not None:
             filled = self._fill_locked(key, state, state.window.record(now)) or filled
         if self.saturated(state):
@@ -185,11 +219,12 @@ class Limits:
         heapq.heappush(self.wakes, (until, self._seq(), key))
         return True
 
-    def finished_locked(self, key: Hashable, queue: LimitedQueue) -> None:
-        """A task of ``key`` finished: open it if that gave it room."""
+    def finished_locked(self, key: Hashable, queue: LimitedQueue, cost: int = 1) -> None:
+        """A task of ``key`` that took ``cost`` units finished: open it if that gave it room."""
         state = self.keys[key]
         was = self.saturated(state)
-        state.running -= 1
+        state.running -= cost
+        state.short = False
         if was and not self.saturated(state):
             queue.open(key)
         if not state.running:
@@ -235,6 +270,8 @@ class Limits:
 
     def reclose_keys_locked(self, queue: KeyedLimitedQueue) -> None:
         """Close the keys now at a limit and open the others; O(keys with state)."""
+        for key in [key for key, state in self.keys.items() if state.short]:
+            self.relieve_locked(key, queue)  # the next take looks at their claims again
         for key in [key for key in queue.closed if not self._holds(key)]:
             queue.open(key)
         for key in self.saturated_keys():
@@ -250,5 +287,6 @@ class Limits:
         for key, state in self.keys.items():
             assert state.running >= 0, f"key {key!r} finished more tasks than it started"
             assert (state.window is None) == (self.key_rate_limit is None), "key window"
+            assert not state.short or self.key_limit is not None, "short of units, no key limit"
             if state.until is not None:
                 assert (state.until, key) in {(w[0], w[2]) for w in self.wakes}, "no wake"

@@ -82,6 +82,21 @@ class TaskQueue(QueueBase):
             del buckets[heapq.heappop(levels)]
         return None
 
+    def peek(self) -> Optional[Entry]:
+        """The entry :meth:`pop` would return, left queued."""
+        levels, buckets = self.levels, self.buckets
+        while levels:
+            bucket = buckets[levels[0]]
+            while bucket and not bucket[0].queued:
+                bucket.popleft()
+                self.stored -= 1
+            if bucket:
+                return bucket[0]
+            if len(levels) == 1:
+                break  # kept for the next push, as pop() keeps it
+            del buckets[heapq.heappop(levels)]
+        return None
+
     def worst(self) -> Optional[Entry]:
         """The live entry that would run last, or None: O(log L) amortised, with eviction."""
         top = self.top
@@ -196,6 +211,14 @@ class HeapQueue(QueueBase):
                 self._compact_if_sparse()
                 return entry
         return None
+
+    def peek(self) -> Optional[Entry]:
+        """The entry :meth:`pop` would return, left queued."""
+        heap = self.heap
+        while heap and not heap[0][2].queued:
+            heapq.heappop(heap)
+            self.stored -= 1
+        return heap[0][2] if heap else None
 
     def _compact_if_sparse(self) -> None:
         super()._compact_if_sparse()

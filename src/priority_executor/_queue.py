@@ -87,6 +87,9 @@ class Entry:
     )
 
     started: float  # the clock when it started (NaN: unknown); set by the take that starts it
+    #: The units of capacity it takes while it runs: 1 for every task of a pool; a limiter's
+    #: ``Claim`` holds its own.
+    cost = 1
 
     def __init__(
         self,
@@ -172,6 +175,10 @@ class QueueBase:
 
     def pop(self) -> Optional[Entry]:
         """Remove and return the best live entry, or None when nothing is queued."""
+        raise NotImplementedError
+
+    def peek(self) -> Optional[Entry]:
+        """The entry :meth:`pop` would return, left queued (tombstones before it are dropped)."""
         raise NotImplementedError
 
     def worst(self) -> Optional[Entry]:

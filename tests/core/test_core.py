@@ -172,7 +172,7 @@ class Owner:
     def cancel(self, entry: Entry) -> Optional[Entry]:
         """The user cancels a queued future: the cancel hook's ``unqueue``."""
         assert entry.future.cancel()
-        removed = self.core.unqueue(entry.future, cancelled=True)
+        removed = self.core.unqueue(entry.future, "cancelled")
         if removed is not None:
             self.in_flight -= 1
         self.check()
@@ -815,7 +815,7 @@ def test_unqueue_removes_a_cancelled_handle_once_and_counts_it() -> None:
     owner.submit("b", 1)
     assert owner.cancel(a) is a
     assert not a.queued
-    assert owner.core.unqueue(a.future, cancelled=True) is None  # not queued any more
+    assert owner.core.unqueue(a.future, "cancelled") is None  # not queued any more
     owner.check()
     assert owner.stats().outcomes[3]["cancelled"] == 1
     assert owner.take_tags() == ["b"]
@@ -825,7 +825,7 @@ def test_unqueue_of_a_future_whose_result_was_set_counts_it_completed() -> None:
     owner = Owner()
     a = owner.submit("a", 2)
     a.future.set_result("by hand")
-    assert owner.core.unqueue(a.future, cancelled=False) is a
+    assert owner.core.unqueue(a.future, "completed") is a
     owner.in_flight -= 1
     owner.check()
     assert owner.stats().outcomes[2]["completed"] == 1
@@ -859,7 +859,7 @@ def test_requeue_returns_false_for_an_unknown_or_done_handle() -> None:
     assert not owner.core.requeue(Future(), 9)
     a.future.cancel()  # cancelled, its hook not yet run: it has not moved
     assert not owner.core.requeue(a.future, 9)
-    assert owner.core.unqueue(a.future, cancelled=True) is not None
+    assert owner.core.unqueue(a.future, "cancelled") is not None
     owner.in_flight -= 1
     owner.check()
     taken = owner.take()

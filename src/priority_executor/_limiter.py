@@ -1,0 +1,312 @@
+"""``PriorityLimiter``: a priority semaphore for threads, on the package's one policy.
+
+The policy (order, ageing, deadlines, limits, recording) is ``_grants.Grants`` over a weighed
+``Core``; this module owns the waiting. The rules of its lock, ``_lock``:
+
+- It guards the grants (and through them the core) and ``_keeper``/``_target``; it is held
+  only for bookkeeping: no user code runs under it, and nothing blocks under it.
+- A waiting thread parks on its own lock (``_Waiter.park``, held from its birth), which
+  only a holder of ``_lock`` releases (:meth:`_Waiter.wake`): a grant, an expiry, or a call
+  to keep time. So "released" means "woken, not yet back", and a wake is never lost.
+- One waiting thread at most, the *keeper*, parks with a timeout: until the next deadline
+  or rate slot (``core.next_deadline()``, noted in ``_target``). On waking it expires what
+  is due and grants what the clock lets in (:meth:`_keep_time_locked`). When it leaves, it
+  hands the role to another waiter while anything still waits for the clock; a change that
+  brings the next wake-up forward wakes it (:meth:`_tend_locked`). No thread polls, and
+  the limiter has no thread of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from types import TracebackType
+from typing import Optional, Union
+
+from ._grants import Grants, LimiterSettings, LimiterStatistics, Request
+from ._policy import Number, Priority, check_ageing, check_clock
+from ._rates import RateLimit
+from ._timer import CLOCK_RETRY, MAX_SLEEP, log_clock_failure
+
+LOGGER = logging.getLogger("priority_executor")
+
+#: A waiter's states: waiting, granted, expired (its timeout passed).
+WAITING, GRANTED, EXPIRED = 0, 1, 2
+
+
+class _Waiter:
+    """One thread in ``acquire``: parked on its own lock until granted or expired."""
+
+    __slots__ = ("park", "state")
+
+    def __init__(self) -> None:
+        self.park = threading.Lock()
+        self.park.acquire()
+        self.state = WAITING
+
+    def done(self) -> bool:
+        return self.state != WAITING
+
+    def wake(self) -> None:
+        """Wake it, once; called under the limiter's lock."""
+        if self.park.locked():
+            self.park.release()
+
+
+class Acquisition:
+    """What ``PriorityLimiter.acquire`` returns: ``with`` waits for a grant and holds it for
+    the block, then gives its units back, whatever the block raised."""
+
+    __slots__ = ("_cost", "_key", "_limiter", "_priority", "_request", "_timeout")
+
+    def __init__(
+        self,
+        limiter: PriorityLimiter,
+        priority: Number,
+        timeout: Optional[float],
+        key: Hashable,
+        cost: int,
+    ) -> None:
+        self._limiter = limiter
+        self._priority = priority
+        self._timeout = timeout
+        self._key = key
+        self._cost = cost
+        self._request: Optional[Request] = None
+
+    def __enter__(self) -> None:
+        if self._request is not None:
+            raise RuntimeError("this acquisition is held already: call acquire() again")
+        self._request = self._limiter._acquire(self._priority, self._timeout, self._key, self._cost)
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        request, self._request = self._request, None
+        assert request is not None, "__exit__ without __enter__"
+        self._limiter._release(request, exc_type is not None)
+
+
+class PriorityLimiter(LimiterSettings):
+    """At most ``capacity`` units held at once by threads, granted to the most urgent first.
+
+    ::
+
+        limiter = PriorityLimiter(4)
+        with limiter.acquire(priority=Priority.HIGH, timeout=2.0):
+            call_api()
+
+    A ``threading.Semaphore`` with priorities: waiting threads are granted highest priority
+    first, in arrival order among equals, and a grant is strict: no request passes a better
+    one whose ``cost`` does not fit yet, unless that one's key or rate limit holds it back.
+
+    Args:
+        capacity: the units held at most at once: a positive int, or ``math.inf``.
+            Settable at run time: a higher value grants at once, in order; a lower one takes
+            nothing back.
+        clock: the clock of timeouts, ageing and rate limits, seconds as a float; default
+            None: ``time.monotonic``.
+        ageing: seconds of waiting that raise a request's priority by one (None: never), as
+            on the pool.
+        rate_limit: at most ``RateLimit(grants, per)`` grants in any ``per`` seconds (None:
+            no limit).
+        key_limit: at most this many units held at once per ``key`` (None: no limit).
+        key_rate_limit: ``rate_limit`` for each key apart (None: no limit).
+
+    Raises:
+        TypeError, ValueError: a bad argument, with the pool's messages.
+    """
+
+    def __init__(
+        self,
+        capacity: Union[int, float],
+        *,
+        clock: Optional[Callable[[], float]] = None,
+        ageing: Optional[float] = None,
+        rate_limit: Union[RateLimit, tuple[int, float], None] = None,
+        key_limit: Optional[int] = None,
+        key_rate_limit: Union[RateLimit, tuple[int, float], None] = None,
+    ) -> None:
+        self._grants = Grants(
+            capacity,
+            clock=time.monotonic if clock is None else check_clock(clock),
+            ageing=check_ageing(ageing),
+            rate_limit=rate_limit,
+            key_limit=key_limit,
+            key_rate_limit=key_rate_limit,
+        )
+        self._lock = threading.Lock()
+        self._keeper: Optional[_Waiter] = None  # the waiter that keeps time, if any
+        self._target: Optional[float] = None  # when the keeper wakes (None: when woken)
+
+    def acquire(
+        self,
+        *,
+        priority: Number = Priority.NORMAL,
+        timeout: Optional[float] = None,
+        key: Hashable = None,
+        cost: int = 1,
+    ) -> Acquisition:
+        """A context manager that waits for ``cost`` units on entry and gives them back on exit.
+
+        Args:
+            priority: a real number; higher is granted first. Default ``Priority.NORMAL``.
+            timeout: the seconds it may wait, on the limiter's clock (None: for ever). Past
+                it, ``with`` raises ``TimeoutError`` and holds nothing. ``0``: only if it can
+                be granted now.
+            key: the key of ``key_limit`` and ``key_rate_limit`` (hashable; None: no key).
+            cost: the units it holds: a positive int, at most ``capacity`` (and ``key_limit``
+                with a key).
+
+        Raises:
+            TypeError, ValueError: a bad argument, here rather than on entry.
+        """
+        level, seconds, key, cost = self._grants.check(priority, timeout, key, cost)
+        return Acquisition(self, level, seconds, key, cost)
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def _acquire(
+        self, priority: Number, timeout: Optional[float], key: Hashable, cost: int
+    ) -> Request:
+        waiter = _Waiter()
+        request = Request(waiter, priority, key, cost)
+        granted: list[Request] = []
+        expired: list[Request] = []
+        with self._lock:
+            waits = self._grants.request(request, timeout, granted, expired)
+            self._settle_locked(granted, expired)
+        if not waits:
+            if waiter.state == GRANTED:
+                return request
+            raise TimeoutError("acquire timed out: no units free at once (timeout=0)")
+        self._wait(waiter, request)
+        return request
+
+    def _wait(self, waiter: _Waiter, request: Request) -> None:
+        """Park until ``request`` is granted or expires; leave the queue if interrupted."""
+        lock, core = self._lock, self._grants.core
+        failure: Optional[Exception] = None
+        try:
+            while True:
+                with lock:
+                    if waiter.state != WAITING:
+                        break
+                    timeout = -1.0
+                    if self._keeper is None and core.next_deadline() is not None:
+                        self._keeper = waiter
+                    if self._keeper is waiter:
+                        timeout, failure = self._keep_time_locked()
+                        if waiter.state != WAITING:
+                            break
+                if failure is not None:
+                    log_clock_failure(failure)
+                    failure = None
+                waiter.park.acquire(timeout=timeout)
+        except BaseException:
+            self._leave(waiter, request)
+            raise
+        if waiter.state == EXPIRED:
+            raise TimeoutError("acquire timed out: its timeout passed before a grant")
+
+    def _leave(self, waiter: _Waiter, request: Request) -> None:
+        """An interrupted wait: its request leaves the queue, or its grant passes on."""
+        granted: list[Request] = []
+        expired: list[Request] = []
+        with self._lock:
+            if waiter.state != EXPIRED:
+                waiter.state = EXPIRED  # settled: it takes no grant any more
+                self._grants.abandon(request, granted, expired)
+                self._settle_locked(granted, expired)
+
+    def _keep_time_locked(self) -> tuple[float, Optional[Exception]]:
+        """The keeper's turn: expire what is due, grant what that and the clock let in; the
+        seconds until it must look again (-1: until woken), and a clock error to log."""
+        core = self._grants.core
+        now = core.read_clock()
+        if isinstance(now, Exception):
+            self._target = None
+            return CLOCK_RETRY, now
+        granted: list[Request] = []
+        expired: list[Request] = []
+        self._grants.expire(now, granted, expired)
+        self._target = core.next_deadline()  # first: settling wakes no keeper that knows it
+        self._settle_locked(granted, expired)
+        if self._target is None:
+            return -1.0, None
+        return min(max(0.0, self._target - now), MAX_SLEEP), None
+
+    def _settle_locked(self, granted: list[Request], expired: list[Request]) -> None:
+        """Wake the waiters the last calls granted or expired, and tend the keeper."""
+        for request in granted:
+            waiter: _Waiter = request.future  # type: ignore[assignment]
+            waiter.state = GRANTED
+            waiter.wake()
+        for request in expired:
+            waiter = request.future  # type: ignore[assignment]
+            waiter.state = EXPIRED
+            waiter.wake()
+        if self._keeper is not None and self._keeper.state != WAITING:
+            self._keeper = self._target = None  # it leaves: another takes its role
+        self._tend_locked()
+        errors = self._grants.core.clock_errors
+        if errors:
+            for error in errors:
+                LOGGER.critical("The limiter's clock raised", exc_info=error)
+            errors.clear()
+
+    def _tend_locked(self) -> None:
+        """Make sure a waiter wakes by the next deadline or rate slot: wake the keeper if it
+        must wake sooner than it knows, or make one if there is none."""
+        core = self._grants.core
+        core.take_todo()  # its TIMER bit is what next_deadline() now says
+        wake = core.next_deadline()
+        if wake is None:
+            return
+        keeper = self._keeper
+        if keeper is None:
+            entries = core.queue.entries
+            if not entries:
+                return
+            keeper = next(iter(entries))  # type: ignore[assignment]  # a waiter, by construction
+            self._keeper = keeper
+        elif self._target is not None and self._target <= wake:
+            return  # it wakes in time, and then reads the queue
+        self._target = None  # it reads the clock and sets it
+        assert keeper is not None
+        keeper.wake()
+
+    def _release(self, request: Request, failed: bool) -> None:
+        granted: list[Request] = []
+        expired: list[Request] = []
+        with self._lock:
+            self._grants.release(request, "failed" if failed else "completed", granted, expired)
+            self._settle_locked(granted, expired)
+
+    def _change(self, change: Callable[[], None]) -> None:
+        granted: list[Request] = []
+        expired: list[Request] = []
+        with self._lock:
+            change()
+            self._grants.grant(granted, expired)
+            self._settle_locked(granted, expired)
+
+    # -- what it reports -----------------------------------------------------------------------
+
+    def statistics(self) -> LimiterStatistics:
+        """A consistent snapshot of the limiter's counts, waits and holds."""
+        with self._lock:
+            return self._grants.statistics()
+
+    def _check_invariants(self) -> None:
+        """Assert the limiter's invariants in O(n), under its lock (for tests)."""
+        with self._lock:
+            self._grants.check_invariants()
+            keeper = self._keeper
+            if keeper is not None:
+                assert keeper.state == WAITING, "the keeper is not waiting"
