@@ -488,3 +488,29 @@ def run_script(*parts: str, watchdog: bool = True) -> subprocess.CompletedProces
 def assert_clean_exit(result: subprocess.CompletedProcess[str], stdout: list[str]) -> None:
     """Exit status 0, exactly ``stdout``, and nothing at all on stderr."""
     assert (result.returncode, result.stdout.splitlines(), result.stderr) == (0, stdout, "")
+
+
+# -- the exporters, read back by their libraries ---------------------------------------------
+
+
+def scrape(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, parsed back by prometheus_client's own parser."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = generate_latest(registry).decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def read(reader: Any) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points

@@ -22,7 +22,7 @@ from ._aio_loop import on_loop, running_loop
 from ._aio_owner import AsyncOwner
 from ._aio_task import TaskFunction, close_coroutine
 from ._aio_view import SCHEDULER_DEFAULT, AsyncView, SchedulerDefault
-from ._limits import Limits
+from ._limits import CountSetting, Limits, RateSetting
 from ._policy import (
     Number,
     Priority,
@@ -37,7 +37,7 @@ from ._policy import (
     check_timeout,
     describe,
 )
-from ._rates import RateLimit, check_rate_limit
+from ._rates import RateLimit
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
@@ -218,32 +218,16 @@ class AsyncPriorityScheduler:
         core = self._owner.core
         self._change("setting concurrency", lambda: setattr(core, "capacity", concurrency))
 
-    @property
-    def rate_limit(self) -> Optional[RateLimit]:
-        """At most ``starts`` starts in any ``per`` seconds; settable (None for no limit)."""
-        return self._owner.core.limits.rate_limit
+    rate_limit = RateSetting(
+        "At most ``starts`` starts in any ``per`` seconds; settable (None for no limit)."
+    )
+    key_limit = CountSetting(
+        "At most this many tasks of one key running at once; settable (None for no limit)."
+    )
+    key_rate_limit = RateSetting("``rate_limit`` for each key apart; settable (None for no limit).")
 
-    @rate_limit.setter
-    def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        self._set_limit("rate_limit", check_rate_limit("rate_limit", value))
-
-    @property
-    def key_limit(self) -> Optional[int]:
-        """At most this many tasks of one key running at once; settable (None for no limit)."""
-        return self._owner.core.limits.key_limit
-
-    @key_limit.setter
-    def key_limit(self, value: Optional[int]) -> None:
-        self._set_limit("key_limit", check_limit("key_limit", value))
-
-    @property
-    def key_rate_limit(self) -> Optional[RateLimit]:
-        """``rate_limit`` for each key apart; settable (None for no limit)."""
-        return self._owner.core.limits.key_rate_limit
-
-    @key_rate_limit.setter
-    def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        self._set_limit("key_rate_limit", check_rate_limit("key_rate_limit", value))
+    def _limits(self) -> Limits:
+        return self._owner.core.limits
 
     @property
     def run_timeout(self) -> Optional[float]:

@@ -13,18 +13,14 @@ on it; once idle, the next ``acquire`` may bind it to another loop (a new ``asyn
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
-from collections.abc import Callable, Hashable
-from types import TracebackType
-from typing import Optional, Union
+from collections.abc import Callable
+from typing import Optional
 
-from ._grants import Grants, LimiterSettings, LimiterStatistics, Request
-from ._policy import Number, Priority, check_ageing, check_clock
-from ._rates import RateLimit
+from . import _limiter_base
+from ._claim import LOGGER
+from ._grants import LimiterStatistics, Request
+from ._limiter_base import LimiterBase
 from ._timer import CLOCK_RETRY, MAX_SLEEP, log_clock_failure
-
-LOGGER = logging.getLogger("priority_executor")
 
 #: A waiter's states: waiting, granted, expired (its timeout passed) or gone (it gave up).
 WAITING, GRANTED, EXPIRED, GONE = 0, 1, 2, 3
@@ -43,46 +39,26 @@ class _Waiter:
         return self.state != WAITING
 
 
-class AsyncAcquisition:
+class AsyncAcquisition(_limiter_base.Acquisition["AsyncPriorityLimiter"]):
     """What ``AsyncPriorityLimiter.acquire`` returns: ``async with`` waits for a grant and
     holds it for the block, then gives its units back, whatever the block raised."""
 
-    __slots__ = ("_cost", "_key", "_limiter", "_priority", "_request", "_timeout")
-
-    def __init__(
-        self,
-        limiter: AsyncPriorityLimiter,
-        priority: Number,
-        timeout: Optional[float],
-        key: Hashable,
-        cost: int,
-    ) -> None:
-        self._limiter = limiter
-        self._priority = priority
-        self._timeout = timeout
-        self._key = key
-        self._cost = cost
-        self._request: Optional[Request] = None
+    __slots__ = ()
 
     async def __aenter__(self) -> None:
-        if self._request is not None:
-            raise RuntimeError("this acquisition is held already: call acquire() again")
-        self._request = await self._limiter._acquire(
-            self._priority, self._timeout, self._key, self._cost
-        )
+        request = self._begin(_Waiter())
+        try:
+            await self._limiter._acquire(request, self._timeout)
+        except BaseException:
+            self._request = None
+            self._limiter._leave(request)
+            raise
 
-    async def __aexit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        request, self._request = self._request, None
-        assert request is not None, "__aexit__ without __aenter__"
-        self._limiter._release(request, exc_type is not None)
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._limiter._release(self._held(), exc_info[0] is not None)
 
 
-class AsyncPriorityLimiter(LimiterSettings):
+class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
     """At most ``capacity`` units held at once by coroutines, granted to the most urgent first.
 
     ::
@@ -92,75 +68,19 @@ class AsyncPriorityLimiter(LimiterSettings):
             response = await client.get(url)
 
     An ``asyncio.Semaphore`` with priorities: waiting Tasks are granted highest priority
-    first, in arrival order among equals, and a grant is strict: no request passes a better
-    one whose ``cost`` does not fit yet, unless that one's key or rate limit holds it back.
-    A Task cancelled while it waits leaves the queue at once; a grant made as it is
-    cancelled passes to the next waiter.
-
-    Args:
-        capacity: the units held at most at once: a positive int, or ``math.inf``.
-            Settable at run time: a higher value grants at once, in order; a lower one takes
-            nothing back.
-        clock: the clock of timeouts, ageing and rate limits, seconds as a float; default
-            None: ``time.monotonic``.
-        ageing: seconds of waiting that raise a request's priority by one (None: never), as
-            on the pool.
-        rate_limit: at most ``RateLimit(grants, per)`` grants in any ``per`` seconds (None:
-            no limit).
-        key_limit: at most this many units held at once per ``key`` (None: no limit).
-        key_rate_limit: ``rate_limit`` for each key apart (None: no limit).
-
-    Raises:
-        TypeError, ValueError: a bad argument, with the pool's messages.
+    first, in arrival order among equals, and a grant is strict, as on
+    :class:`PriorityLimiter`, whose arguments it takes, with the same checks. A Task
+    cancelled while it waits leaves the queue at once; a grant made as it is cancelled
+    passes to the next waiter. Used from one event loop at a time, like asyncio's own
+    primitives (see the module docstring of ``_alimiter``).
     """
 
-    def __init__(
-        self,
-        capacity: Union[int, float],
-        *,
-        clock: Optional[Callable[[], float]] = None,
-        ageing: Optional[float] = None,
-        rate_limit: Union[RateLimit, tuple[int, float], None] = None,
-        key_limit: Optional[int] = None,
-        key_rate_limit: Union[RateLimit, tuple[int, float], None] = None,
-    ) -> None:
-        self._grants = Grants(
-            capacity,
-            clock=time.monotonic if clock is None else check_clock(clock),
-            ageing=check_ageing(ageing),
-            rate_limit=rate_limit,
-            key_limit=key_limit,
-            key_rate_limit=key_rate_limit,
-        )
+    _acquisition = AsyncAcquisition
+
+    def _own(self) -> None:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._timer: Optional[asyncio.TimerHandle] = None
         self._target: Optional[float] = None  # when the timer fires, on the limiter's clock
-
-    def acquire(
-        self,
-        *,
-        priority: Number = Priority.NORMAL,
-        timeout: Optional[float] = None,
-        key: Hashable = None,
-        cost: int = 1,
-    ) -> AsyncAcquisition:
-        """An async context manager that waits for ``cost`` units on entry and gives them
-        back on exit.
-
-        Args:
-            priority: a real number; higher is granted first. Default ``Priority.NORMAL``.
-            timeout: the seconds it may wait, on the limiter's clock (None: for ever). Past
-                it, ``async with`` raises ``TimeoutError`` and holds nothing. ``0``: only if
-                it can be granted now.
-            key: the key of ``key_limit`` and ``key_rate_limit`` (hashable; None: no key).
-            cost: the units it holds: a positive int, at most ``capacity`` (and ``key_limit``
-                with a key).
-
-        Raises:
-            TypeError, ValueError: a bad argument, here rather than on entry.
-        """
-        level, seconds, key, cost = self._grants.check(priority, timeout, key, cost)
-        return AsyncAcquisition(self, level, seconds, key, cost)
 
     # -- waiting -------------------------------------------------------------------------------
 
@@ -180,12 +100,10 @@ class AsyncPriorityLimiter(LimiterSettings):
             self._loop = loop
         return loop
 
-    async def _acquire(
-        self, priority: Number, timeout: Optional[float], key: Hashable, cost: int
-    ) -> Request:
+    async def _acquire(self, request: Request, timeout: Optional[float]) -> None:
+        """Return once ``request`` is granted; raise TimeoutError if its timeout passes."""
         loop = self._bind()
-        waiter = _Waiter()
-        request = Request(waiter, priority, key, cost)
+        waiter: _Waiter = request.future  # type: ignore[assignment]
         granted: list[Request] = []
         expired: list[Request] = []
         waits = self._grants.request(request, timeout, granted, expired)
@@ -193,22 +111,25 @@ class AsyncPriorityLimiter(LimiterSettings):
             self._settle(granted, expired)
         if not waits:
             if waiter.state == GRANTED:
-                return request
+                return
+            waiter.state = EXPIRED
             raise TimeoutError("acquire timed out: no units free at once (timeout=0)")
         waiter.future = future = loop.create_future()
         self._tend()
-        try:
-            await future
-        except BaseException:
-            if waiter.state == WAITING or waiter.state == GRANTED:
-                waiter.state = GONE
-                granted, expired = [], []
-                self._grants.abandon(request, granted, expired)
-                self._settle(granted, expired)
-            raise
+        await future  # a cancel here: __aenter__ leaves
         if waiter.state == EXPIRED:
             raise TimeoutError("acquire timed out: its timeout passed before a grant")
-        return request
+
+    def _leave(self, request: Request) -> None:
+        """``acquire`` raised (a cancel, a timeout, a failing clock): a queued request
+        leaves, a granted one gives its units back; an expired one holds nothing."""
+        waiter: _Waiter = request.future  # type: ignore[assignment]
+        state, waiter.state = waiter.state, GONE  # settled: it takes no grant any more
+        if state == GRANTED or request.queued:
+            granted: list[Request] = []
+            expired: list[Request] = []
+            self._grants.abandon(request, granted, expired)
+            self._settle(granted, expired)
 
     def _release(self, request: Request, failed: bool) -> None:
         granted: list[Request] = []
@@ -216,6 +137,8 @@ class AsyncPriorityLimiter(LimiterSettings):
         self._grants.release(request, "failed" if failed else "completed", granted, expired)
         if granted or expired:
             self._settle(granted, expired)
+        if self._observers:
+            self._observe(request)
 
     def _settle(self, granted: list[Request], expired: list[Request]) -> None:
         """Wake the waiters the last calls granted or expired, then tend the timer."""

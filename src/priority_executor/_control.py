@@ -22,7 +22,7 @@ from ._callbacks import CallbackRunner
 from ._context import fresh_thread
 from ._limits import Limits
 from ._policy import Number, check_ageing, check_clock, check_limit, check_when_full
-from ._rates import RateLimit, check_rate_limit
+from ._rates import RateLimit
 from ._room import Room
 from ._runner import Runner
 from ._stats import ExecutorStatistics
@@ -103,19 +103,7 @@ class AdmissionControl(Admission[RunnerT]):
 
     # -- limits changed at run time --------------------------------------------------------
 
-    def set_rate_limit(self, value: object) -> None:
-        """Set ``rate_limit`` (None: none) while the pool runs; see :meth:`_change_limits`."""
-        self._change_limits("rate_limit", check_rate_limit("rate_limit", value))
-
-    def set_key_limit(self, value: object) -> None:
-        """Set ``key_limit`` (None: none) while the pool runs."""
-        self._change_limits("key_limit", check_limit("key_limit", value))
-
-    def set_key_rate_limit(self, value: object) -> None:
-        """Set ``key_rate_limit`` (None: none) while the pool runs."""
-        self._change_limits("key_rate_limit", check_rate_limit("key_rate_limit", value))
-
-    def _change_limits(self, limit: str, value: Union[int, RateLimit, None]) -> None:
+    def change_limit(self, limit: str, value: Union[int, RateLimit, None]) -> None:
         """Set ``limit`` to a checked ``value`` under the lock, then start what it allows.
 
         A higher limit starts at once what it now allows; a lower one interrupts nothing.

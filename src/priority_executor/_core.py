@@ -270,7 +270,9 @@ class Core:
             # exporter's) reads it, not when it ends: the class its times are recorded under.
             if entry.priority not in self.tally.classes:
                 self.tally.of(entry.priority)
-            if not as_work_queue:  # stamped for its wait and run, recorded when it ends
+            if limited and limits.timed:  # the reading its rate windows count it at
+                entry.started = now
+            elif not as_work_queue:  # stamped for its wait and run, recorded when it ends
                 try:
                     entry.started = self.clock()
                 except Exception as exc:
@@ -311,7 +313,7 @@ class Core:
             if entry.key is not None and not limits.fits(entry.key, entry.cost):
                 limits.short_locked(entry.key, queue)
                 continue
-            if entry.cost <= self.capacity - self.running:
+            if self.running + entry.cost <= self.capacity:  # ints: exact, whatever their size
                 return queue.pop()
             now = None if entry.deadline is None else self.read_clock()
             if now is None or isinstance(now, Exception) or not is_due(entry.deadline, now):
@@ -323,6 +325,21 @@ class Core:
         """The clock opened keys or a rate slot at ``now``: the owner gets takers for them."""
         self.todo |= OPENED
         self.opened_at = now
+
+    def untake(self, entry: Entry) -> None:
+        """Take back the start of a task taken by :meth:`take` that will not run (a limiter's
+        grant its waiter gave up as it was made): its rate slots count no more. Its owner
+        then reports it ``cancelled`` by :meth:`finish`."""
+        limits = self.limits
+        if not limits.timed:
+            return
+        reading = self.read_clock()
+        if isinstance(reading, Exception):
+            self.clock_errors.append(reading)  # the slots stay counted: none opens early
+            return
+        if limits.unstarted_locked(entry.key, entry.started, reading, self.queue):
+            self._opened(reading)
+        self.todo |= TIMER
 
     def finish(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
         """A task taken by :meth:`take` ran (or a cancel won its claim).

@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional, TypeVar, Union
 
 from ._context import InContext
 from ._control import AdmissionControl
+from ._limits import CountSetting, Limits, RateSetting
 from ._listeners import Listener, ListenerHandle
 from ._map import map_results
 from ._options import PoolView
@@ -30,7 +31,7 @@ from ._policy import (
     describe,
 )
 from ._queue import ViewState
-from ._rates import RateLimit, RateLimitLike
+from ._rates import RateLimit
 from ._stats import ExecutorStatistics
 
 T = TypeVar("T")
@@ -199,42 +200,31 @@ class PriorityFront:
         level, _ = check_task_options(priority, None, self._admission.core.ageing)
         return self._admission.set_priority(future, level)
 
-    @property
-    def rate_limit(self) -> Optional[RateLimit]:
+    rate_limit = RateSetting(
         """At most ``starts`` task starts in any ``per`` seconds of the pool's clock; settable.
 
         None for no limit. Set it to a :class:`RateLimit` (or a ``(starts, per)`` pair) or
         None while the pool runs: the starts already counted in the window still count.
         """
-        return self._admission.core.limits.rate_limit
-
-    @rate_limit.setter
-    def rate_limit(self, value: Optional[RateLimitLike]) -> None:
-        self._admission.set_rate_limit(value)
-
-    @property
-    def key_limit(self) -> Optional[int]:
+    )
+    key_limit = CountSetting(
         """At most this many tasks of one key (see :meth:`options`) run at once; settable.
 
         None for no limit. A lower limit interrupts no running task.
         """
-        return self._admission.core.limits.key_limit
-
-    @key_limit.setter
-    def key_limit(self, value: Optional[int]) -> None:
-        self._admission.set_key_limit(value)
-
-    @property
-    def key_rate_limit(self) -> Optional[RateLimit]:
+    )
+    key_rate_limit = RateSetting(
         """At most ``starts`` starts of one key in any ``per`` seconds; settable, None for none.
 
         ``RateLimit(1, per=2.0)`` is a cooldown of two seconds between starts of a key.
         """
-        return self._admission.core.limits.key_rate_limit
+    )
 
-    @key_rate_limit.setter
-    def key_rate_limit(self, value: Optional[RateLimitLike]) -> None:
-        self._admission.set_key_rate_limit(value)
+    def _limits(self) -> Limits:
+        return self._admission.core.limits
+
+    def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
+        self._admission.change_limit(name, limit)
 
     def _resize(self, name: str, value: object) -> None:
         """Set the executor's size (``max_workers``, ``max_running``), checked as ``name``."""

@@ -21,16 +21,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Optional, Protocol, Union
 
 from ._claim import Outcome
 from ._core import Core
 from ._distribution import Distribution
 from ._limits import Limits
-from ._policy import Number, check_key, check_limit, check_task_options, describe
+from ._policy import Number, check_key, check_task_options, describe
 from ._queue import NO_KWARGS, Entry
-from ._rates import RateLimit, check_rate_limit
+from ._rates import RateLimit
 from ._recording import PriorityClass
 from ._stats import _no_distributions, _no_outcomes
 
@@ -51,6 +51,15 @@ class Request(Entry):
         # The queue holds thread-pool futures by type; it only hashes them and asks done().
         super().__init__(waiter, object, (), NO_KWARGS, priority, None, key)  # type: ignore[arg-type]
         self.cost = cost
+
+
+#: How a limiter's requests end, as ``statistics().outcomes`` and the exporters count them.
+LIMITER_OUTCOMES = ("completed", "failed", "cancelled", "expired")
+
+
+def _amount(value: Union[int, float]) -> str:
+    """A capacity or limit for a message: its digits, or its size if it has thousands."""
+    return str(value) if isinstance(value, float) or value.bit_length() < 1000 else describe(value)
 
 
 def check_capacity(value: object) -> Union[int, float]:
@@ -81,7 +90,7 @@ class LimiterStatistics:
     they ended. Priority classes are those of ``ExecutorStatistics``.
     """
 
-    #: The units the limiter grants at most at once (``math.inf``: no bound).
+    #: The units the limiter grants at most at once (``math.inf`` for no bound).
     capacity: Union[int, float]
     #: Units held by granted requests now (the sum of their costs).
     in_use: Union[int, float]
@@ -158,15 +167,13 @@ class Grants:
         if cost < 1:
             raise ValueError(f"cost must be a positive integer, got {describe(cost)}")
         core = self.core
-        if cost > core.capacity:
-            raise ValueError(
-                f"cost={cost} is above capacity={core.capacity}: it could never be granted"
-            )
         key_limit = core.limits.key_limit
-        if key is not None and key_limit is not None and cost > key_limit:
-            raise ValueError(
-                f"cost={cost} is above key_limit={key_limit}: it could never be granted"
-            )
+        for name, bound in (("capacity", core.capacity), ("key_limit", key_limit)):
+            if bound is not None and cost > bound and (name == "capacity" or key is not None):
+                raise ValueError(
+                    f"cost must be at most {name}={_amount(bound)}, got {describe(cost)}: "
+                    "it could never be granted"
+                )
         return level, seconds, key, cost
 
     def request(
@@ -203,7 +210,12 @@ class Grants:
         take that would grant it, without its trip through the queue. Measured with
         ``benchmarks/limiter.py``: see its docstring."""
         core = self.core
-        if core.queue or not core.fast_submit or request.cost > core.capacity - core.running:
+        if (
+            core.queue
+            or not core.fast_submit
+            or request.key is not None  # a key counts its units even with no limit set
+            or core.running + request.cost > core.capacity
+        ):
             return False
         core.arrived(request)
         request.started = request.queued_at
@@ -258,6 +270,7 @@ class Grants:
             core.unqueue(request.future, "cancelled")
             self.grant(granted, expired)
         else:
+            core.untake(request)  # the grant passes on whole: its rate slots too
             self.release(request, "cancelled", granted, expired)
 
     def statistics(self) -> LimiterStatistics:
@@ -290,64 +303,3 @@ class Grants:
         core.check(len(core.queue) + self.holding)
         assert core.settling == 0, "an expired request is left unsettled"
         assert (core.running == 0) == (self.holding == 0), "units held with no grant"
-
-
-class LimiterSettings:
-    """The settings both limiters expose, read and changed through their policy.
-
-    An owner makes ``_grants`` and defines :meth:`_change`, which makes a change serialised
-    with everything else and grants what it lets in.
-    """
-
-    _grants: Grants
-
-    def _change(self, change: Callable[[], None]) -> None:
-        raise NotImplementedError
-
-    @property
-    def capacity(self) -> Union[int, float]:
-        """The units held at most at once; settable: a higher value grants at once, in
-        order; a lower one takes nothing back (requests that no longer fit wait)."""
-        return self._grants.core.capacity
-
-    @capacity.setter
-    def capacity(self, value: Union[int, float]) -> None:
-        capacity = check_capacity(value)
-        self._change(lambda: setattr(self._grants.core, "capacity", capacity))
-
-    @property
-    def rate_limit(self) -> Optional[RateLimit]:
-        """At most ``starts`` grants in any ``per`` seconds; settable (None for no limit)."""
-        return self._grants.core.limits.rate_limit
-
-    @rate_limit.setter
-    def rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        self._set_limit("rate_limit", check_rate_limit("rate_limit", value))
-
-    @property
-    def key_limit(self) -> Optional[int]:
-        """At most this many units held at once per key; settable (None for no limit)."""
-        return self._grants.core.limits.key_limit
-
-    @key_limit.setter
-    def key_limit(self, value: Optional[int]) -> None:
-        self._set_limit("key_limit", check_limit("key_limit", value))
-
-    @property
-    def key_rate_limit(self) -> Optional[RateLimit]:
-        """``rate_limit`` for each key apart; settable (None for no limit)."""
-        return self._grants.core.limits.key_rate_limit
-
-    @key_rate_limit.setter
-    def key_rate_limit(self, value: Union[RateLimit, tuple[int, float], None]) -> None:
-        self._set_limit("key_rate_limit", check_rate_limit("key_rate_limit", value))
-
-    def _set_limit(self, name: str, limit: Union[int, RateLimit, None]) -> None:
-        self._change(lambda: self._grants.core.change_limit(name, limit))
-
-    def __repr__(self) -> str:
-        core = self._grants.core  # a racy read, for display only
-        return (
-            f"<{type(self).__name__} capacity={core.capacity} in_use={core.running} "
-            f"waiting={len(core.queue)}>"
-        )

@@ -18,19 +18,15 @@ The policy (order, ageing, deadlines, limits, recording) is ``_grants.Grants`` o
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from collections.abc import Callable, Hashable
-from types import TracebackType
-from typing import Optional, Union
+from collections.abc import Callable
+from typing import Optional
 
-from ._grants import Grants, LimiterSettings, LimiterStatistics, Request
-from ._policy import Number, Priority, check_ageing, check_clock
-from ._rates import RateLimit
+from . import _limiter_base
+from ._claim import LOGGER
+from ._grants import LimiterStatistics, Request
+from ._limiter_base import LimiterBase
 from ._timer import CLOCK_RETRY, MAX_SLEEP, log_clock_failure
-
-LOGGER = logging.getLogger("priority_executor")
 
 #: A waiter's states: waiting, granted, expired (its timeout passed).
 WAITING, GRANTED, EXPIRED = 0, 1, 2
@@ -55,44 +51,26 @@ class _Waiter:
             self.park.release()
 
 
-class Acquisition:
+class Acquisition(_limiter_base.Acquisition["PriorityLimiter"]):
     """What ``PriorityLimiter.acquire`` returns: ``with`` waits for a grant and holds it for
     the block, then gives its units back, whatever the block raised."""
 
-    __slots__ = ("_cost", "_key", "_limiter", "_priority", "_request", "_timeout")
-
-    def __init__(
-        self,
-        limiter: PriorityLimiter,
-        priority: Number,
-        timeout: Optional[float],
-        key: Hashable,
-        cost: int,
-    ) -> None:
-        self._limiter = limiter
-        self._priority = priority
-        self._timeout = timeout
-        self._key = key
-        self._cost = cost
-        self._request: Optional[Request] = None
+    __slots__ = ()
 
     def __enter__(self) -> None:
-        if self._request is not None:
-            raise RuntimeError("this acquisition is held already: call acquire() again")
-        self._request = self._limiter._acquire(self._priority, self._timeout, self._key, self._cost)
+        request = self._begin(_Waiter())
+        try:
+            self._limiter._acquire(request, self._timeout)
+        except BaseException:
+            self._request = None
+            self._limiter._leave(request)
+            raise
 
-    def __exit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        request, self._request = self._request, None
-        assert request is not None, "__exit__ without __enter__"
-        self._limiter._release(request, exc_type is not None)
+    def __exit__(self, *exc_info: object) -> None:
+        self._limiter._release(self._held(), exc_info[0] is not None)
 
 
-class PriorityLimiter(LimiterSettings):
+class PriorityLimiter(LimiterBase[Acquisition]):
     """At most ``capacity`` units held at once by threads, granted to the most urgent first.
 
     ::
@@ -104,6 +82,7 @@ class PriorityLimiter(LimiterSettings):
     A ``threading.Semaphore`` with priorities: waiting threads are granted highest priority
     first, in arrival order among equals, and a grant is strict: no request passes a better
     one whose ``cost`` does not fit yet, unless that one's key or rate limit holds it back.
+    Safe to use from any thread.
 
     Args:
         capacity: the units held at most at once: a positive int, or ``math.inf``.
@@ -122,60 +101,18 @@ class PriorityLimiter(LimiterSettings):
         TypeError, ValueError: a bad argument, with the pool's messages.
     """
 
-    def __init__(
-        self,
-        capacity: Union[int, float],
-        *,
-        clock: Optional[Callable[[], float]] = None,
-        ageing: Optional[float] = None,
-        rate_limit: Union[RateLimit, tuple[int, float], None] = None,
-        key_limit: Optional[int] = None,
-        key_rate_limit: Union[RateLimit, tuple[int, float], None] = None,
-    ) -> None:
-        self._grants = Grants(
-            capacity,
-            clock=time.monotonic if clock is None else check_clock(clock),
-            ageing=check_ageing(ageing),
-            rate_limit=rate_limit,
-            key_limit=key_limit,
-            key_rate_limit=key_rate_limit,
-        )
+    _acquisition = Acquisition
+
+    def _own(self) -> None:
         self._lock = threading.Lock()
         self._keeper: Optional[_Waiter] = None  # the waiter that keeps time, if any
         self._target: Optional[float] = None  # when the keeper wakes (None: when woken)
 
-    def acquire(
-        self,
-        *,
-        priority: Number = Priority.NORMAL,
-        timeout: Optional[float] = None,
-        key: Hashable = None,
-        cost: int = 1,
-    ) -> Acquisition:
-        """A context manager that waits for ``cost`` units on entry and gives them back on exit.
-
-        Args:
-            priority: a real number; higher is granted first. Default ``Priority.NORMAL``.
-            timeout: the seconds it may wait, on the limiter's clock (None: for ever). Past
-                it, ``with`` raises ``TimeoutError`` and holds nothing. ``0``: only if it can
-                be granted now.
-            key: the key of ``key_limit`` and ``key_rate_limit`` (hashable; None: no key).
-            cost: the units it holds: a positive int, at most ``capacity`` (and ``key_limit``
-                with a key).
-
-        Raises:
-            TypeError, ValueError: a bad argument, here rather than on entry.
-        """
-        level, seconds, key, cost = self._grants.check(priority, timeout, key, cost)
-        return Acquisition(self, level, seconds, key, cost)
-
     # -- waiting -------------------------------------------------------------------------------
 
-    def _acquire(
-        self, priority: Number, timeout: Optional[float], key: Hashable, cost: int
-    ) -> Request:
-        waiter = _Waiter()
-        request = Request(waiter, priority, key, cost)
+    def _acquire(self, request: Request, timeout: Optional[float]) -> None:
+        """Return once ``request`` is granted; raise TimeoutError if its timeout passes."""
+        waiter: _Waiter = request.future  # type: ignore[assignment]
         granted: list[Request] = []
         expired: list[Request] = []
         with self._lock:
@@ -183,44 +120,38 @@ class PriorityLimiter(LimiterSettings):
             self._settle_locked(granted, expired)
         if not waits:
             if waiter.state == GRANTED:
-                return request
+                return
+            waiter.state = EXPIRED
             raise TimeoutError("acquire timed out: no units free at once (timeout=0)")
-        self._wait(waiter, request)
-        return request
-
-    def _wait(self, waiter: _Waiter, request: Request) -> None:
-        """Park until ``request`` is granted or expires; leave the queue if interrupted."""
         lock, core = self._lock, self._grants.core
         failure: Optional[Exception] = None
-        try:
-            while True:
-                with lock:
+        while True:
+            with lock:
+                if waiter.state != WAITING:
+                    break
+                timeout = -1.0
+                if self._keeper is None and core.next_deadline() is not None:
+                    self._keeper = waiter
+                if self._keeper is waiter:
+                    timeout, failure = self._keep_time_locked()
                     if waiter.state != WAITING:
                         break
-                    timeout = -1.0
-                    if self._keeper is None and core.next_deadline() is not None:
-                        self._keeper = waiter
-                    if self._keeper is waiter:
-                        timeout, failure = self._keep_time_locked()
-                        if waiter.state != WAITING:
-                            break
-                if failure is not None:
-                    log_clock_failure(failure)
-                    failure = None
-                waiter.park.acquire(timeout=timeout)
-        except BaseException:
-            self._leave(waiter, request)
-            raise
+            if failure is not None:
+                log_clock_failure(failure)
+                failure = None
+            waiter.park.acquire(timeout=timeout)
         if waiter.state == EXPIRED:
             raise TimeoutError("acquire timed out: its timeout passed before a grant")
 
-    def _leave(self, waiter: _Waiter, request: Request) -> None:
-        """An interrupted wait: its request leaves the queue, or its grant passes on."""
+    def _leave(self, request: Request) -> None:
+        """``acquire`` raised (an interrupt, a timeout, a failing clock): a queued request
+        leaves, a granted one gives its units back; an expired one holds nothing."""
+        waiter: _Waiter = request.future  # type: ignore[assignment]
         granted: list[Request] = []
         expired: list[Request] = []
         with self._lock:
-            if waiter.state != EXPIRED:
-                waiter.state = EXPIRED  # settled: it takes no grant any more
+            state, waiter.state = waiter.state, EXPIRED  # settled: it takes no grant any more
+            if state == GRANTED or request.queued:
                 self._grants.abandon(request, granted, expired)
                 self._settle_locked(granted, expired)
 
@@ -287,6 +218,8 @@ class PriorityLimiter(LimiterSettings):
         with self._lock:
             self._grants.release(request, "failed" if failed else "completed", granted, expired)
             self._settle_locked(granted, expired)
+        if self._observers:
+            self._observe(request)
 
     def _change(self, change: Callable[[], None]) -> None:
         granted: list[Request] = []

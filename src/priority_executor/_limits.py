@@ -32,10 +32,52 @@ import heapq
 import itertools
 import math
 from collections.abc import Hashable, Iterator
-from typing import Optional, Protocol
+from typing import Any, Generic, Optional, Protocol, TypeVar, Union, overload
 
 from ._policy import check_limit, is_due
-from ._rates import RateLimit, Window, check_rate_limit, rewindow
+from ._rates import RateLimit, RateLimitLike, Window, check_rate_limit, rewindow
+
+T = TypeVar("T")  # what it reads
+S = TypeVar("S")  # what it may be set to
+
+
+class LimitSetting(Generic[T, S]):
+    """A limit (``rate_limit``, ``key_limit``, ``key_rate_limit``, by the attribute's name)
+    as a settable attribute of a scheduler: read from ``owner._limits()``, checked, then set
+    by ``owner._set_limit(name, value)``, which each owner serialises its own way.
+
+    ``RateSetting("doc")`` or ``CountSetting("doc")`` in a class body: the docstring is
+    the owner's, since what a limit counts (starts, grants, units) is the owner's word.
+    """
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: Optional[type] = None) -> LimitSetting[T, S]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: Optional[type] = None) -> T: ...
+
+    def __get__(self, obj: object, owner: Optional[type] = None) -> Union[T, LimitSetting[T, S]]:
+        if obj is None:
+            return self
+        return getattr(obj._limits(), self.name)  # type: ignore[attr-defined,no-any-return]
+
+    def __set__(self, obj: Any, value: S) -> None:
+        name = self.name
+        checked = check_limit(name, value) if name == "key_limit" else check_rate_limit(name, value)
+        obj._set_limit(name, checked)
+
+
+#: ``rate_limit`` and ``key_rate_limit``: a :class:`RateLimit`, a ``(starts, per)`` pair, None.
+RateSetting = LimitSetting[Optional[RateLimit], Optional[RateLimitLike]]
+#: ``key_limit``: a positive int, or None.
+CountSetting = LimitSetting[Optional[int], Optional[int]]
 
 
 class LimitedQueue(Protocol):
@@ -210,6 +252,24 @@ class Limits:
         if self.saturated(state):
             queue.close(key)
         return filled
+
+    def unstarted_locked(self, key: Hashable, at: float, now: float, queue: LimitedQueue) -> bool:
+        """A start of ``key`` counted at ``at`` is taken back (the task will not run): its
+        slots in the windows open again at ``now``; True if that opened a start."""
+        opened = False
+        if self.window is not None:
+            self.window.unrecord(at)
+            if self.rate_until is not None and self.rate_until != -math.inf:
+                self.rate_until = self.window.closed_until(now)
+                opened = self.rate_until is None
+        state = self.keys.get(key) if key is not None else None
+        if state is not None and state.window is not None:
+            was = self.saturated(state)
+            state.window.unrecord(at)
+            self._fill_locked(key, state, state.window.closed_until(now))
+            if was and not self.saturated(state):
+                opened = queue.open(key) or opened
+        return opened
 
     def _fill_locked(self, key: Hashable, state: KeyState, until: Optional[float]) -> bool:
         """Set the key's ``until`` (its window is full until then, or None); True if full."""

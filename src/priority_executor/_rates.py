@@ -13,6 +13,7 @@ lock: the pool's lock guards it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections import deque
@@ -87,6 +88,11 @@ class Window:
         self.times.append(now)
         self._forget(now)
         return self.closed_until(now)
+
+    def unrecord(self, at: float) -> None:
+        """Take back a start counted at ``at``, if the window still holds it."""
+        with contextlib.suppress(ValueError):  # out of the window already
+            self.times.remove(at)
 
     def free(self, now: float) -> int:
         """How many starts the window allows at ``now``."""

@@ -25,47 +25,107 @@ per task, by a listener (``add_listener``) in the thread that starts or ends it:
 falls only on an instrumented pool. Their bucket boundaries (``BOUNDARIES``, 1 µs to an hour)
 are given as advice to the SDK, whose default ones stop at 10 s. The rest is read from one
 ``statistics()`` snapshot per collection.
+
+``instrument`` takes a ``PriorityLimiter`` or an ``AsyncPriorityLimiter`` too (default name
+``"limiter"``), reported under instruments of its own, with the attributes
+``limiter.name`` and ``priority``: the histograms ``limiter.wait`` (acquire to grant) and
+``limiter.hold`` (grant to release), recorded at each release by the releasing thread or
+Task; the gauges ``limiter.waiting`` (by ``priority``) and ``limiter.in_use`` (units); and
+the counter ``limiter.requests`` (by ``priority`` and ``outcome``).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
-from typing import Any, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, Union, overload
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Observation
 
 from ._distribution import EXPORT_BOUNDS
+from ._grants import LIMITER_OUTCOMES
+from ._limiter_base import LimiterBase
 from ._listeners import ListenerHandle, TaskInfo
+from ._policy import Number
 from ._recording import OUTCOMES, PriorityClass, count_by_class
 
 #: The histograms' advised bucket boundaries, in seconds, from 1 µs to an hour.
 BOUNDARIES = EXPORT_BOUNDS
 
 
-class Instrumentation:
+class _Reporting:
+    """What both instrumentations share: the reported object, held weakly, its name, and
+    the observations read from one ``statistics()`` snapshot."""
+
+    def __init__(self, source: Any, name: str, name_key: str, class_of: Any) -> None:
+        self._source = weakref.ref(source)
+        self.name = name
+        self._name_key = name_key  # "executor.name" or "limiter.name"
+        # Reported by the priority class the source records them under (so at most
+        # MAX_CLASSES + 1 series, whatever the priorities), each class's attributes made once.
+        self._class_of = class_of
+        self._attributes_of: dict[PriorityClass, dict[str, Any]] = {}
+        self._removed = False
+
+    def _attributes(self, priority_class: PriorityClass) -> dict[str, Any]:
+        attributes = self._attributes_of.get(priority_class)
+        if attributes is None:  # two threads may both make it: equal values, one kept
+            attributes = {self._name_key: self.name, "priority": str(priority_class)}
+            self._attributes_of[priority_class] = attributes
+        return attributes
+
+    def _stats(self) -> Optional[Any]:
+        source = None if self._removed else self._source()
+        return None if source is None else source.statistics()
+
+    def _by_class(self, by_priority: Callable[[Any], Any]) -> Iterable[Observation]:
+        stats = self._stats()
+        if stats is None:
+            return []
+        by_class = count_by_class(by_priority(stats), self._class_of)
+        return [Observation(n, self._attributes(c)) for c, n in by_class.items()]
+
+    def _total(self, read: Callable[[Any], float]) -> Iterable[Observation]:
+        stats = self._stats()
+        return [] if stats is None else [Observation(read(stats), {self._name_key: self.name})]
+
+    def _outcomes(self, names: tuple[str, ...]) -> Iterable[Observation]:
+        stats = self._stats()
+        if stats is None:
+            return []
+        return [
+            Observation(counts[outcome], {**self._attributes(priority_class), "outcome": outcome})
+            for priority_class, counts in stats.outcomes.items()
+            for outcome in names
+        ]
+
+
+class Instrumentation(_Reporting):
     """What :func:`instrument` set up; ``remove()`` stops recording and reporting the pool."""
 
     def __init__(self, pool: Any, name: str, meter: metrics.Meter) -> None:
-        self._pool = weakref.ref(pool)
-        self.name = name
-        # Tasks are reported by the priority class the pool records them under (so at most
-        # MAX_CLASSES + 1 series, whatever the priorities), each class's attributes made once.
-        self._class_of = pool._admission.core.tally.class_of
-        self._attributes_of: dict[PriorityClass, dict[str, Any]] = {}
-        self._removed = False
+        super().__init__(pool, name, "executor.name", pool._admission.core.tally.class_of)
         histogram = _histogram_maker(meter)
         self._wait = histogram("executor.queue.wait", "How long tasks waited, submit to start.")
         self._run = histogram("executor.task.duration", "How long tasks ran, start to end.")
         meter.create_observable_gauge(
-            "executor.queued", [self._queued], unit="1", description="Tasks queued now."
+            "executor.queued",
+            [lambda options: self._by_class(lambda stats: stats.queued_by_priority)],
+            unit="1",
+            description="Tasks queued now.",
         )
         meter.create_observable_gauge(
-            "executor.active", [self._active], unit="1", description="Tasks running now."
+            "executor.active",
+            [lambda options: self._total(lambda stats: stats.running)],
+            unit="1",
+            description="Tasks running now.",
         )
         meter.create_observable_counter(
-            "executor.tasks", [self._tasks], unit="1", description="Tasks that ended, by how."
+            "executor.tasks",
+            [lambda options: self._outcomes(OUTCOMES)],
+            unit="1",
+            description="Tasks that ended, by how.",
         )
         self._listener: ListenerHandle = pool.add_listener(self._started, self._finished)
 
@@ -85,62 +145,84 @@ class Instrumentation:
             attributes = self._attributes(self._class_of(info.priority))
             self._run.record(max(info.finished - info.started, 0.0), attributes)
 
-    def _attributes(self, priority_class: PriorityClass) -> dict[str, Any]:
-        attributes = self._attributes_of.get(priority_class)
-        if attributes is None:  # two threads may both make it: equal values, one kept
-            attributes = {"executor.name": self.name, "priority": str(priority_class)}
-            self._attributes_of[priority_class] = attributes
-        return attributes
 
-    # -- per collection ---------------------------------------------------------------------
+class LimiterInstrumentation(_Reporting):
+    """What :func:`instrument` set up for a limiter; ``remove()`` stops reporting it."""
 
-    def _stats(self) -> Optional[Any]:
-        pool = None if self._removed else self._pool()
-        return None if pool is None else pool.statistics()
+    def __init__(self, limiter: LimiterBase[Any], name: str, meter: metrics.Meter) -> None:
+        super().__init__(limiter, name, "limiter.name", limiter._grants.core.tally.class_of)
+        histogram = _histogram_maker(meter)
+        self._wait = histogram("limiter.wait", "How long acquires waited, acquire to grant.")
+        self._hold = histogram("limiter.hold", "How long grants were held, grant to release.")
+        meter.create_observable_gauge(
+            "limiter.waiting",
+            [lambda options: self._by_class(lambda stats: stats.waiting_by_priority)],
+            unit="1",
+            description="Acquires waiting now.",
+        )
+        meter.create_observable_gauge(
+            "limiter.in_use",
+            [lambda options: self._total(lambda stats: stats.in_use)],
+            unit="1",
+            description="Units held now.",
+        )
+        meter.create_observable_counter(
+            "limiter.requests",
+            [lambda options: self._outcomes(LIMITER_OUTCOMES)],
+            unit="1",
+            description="Acquires that ended, by how.",
+        )
+        limiter._observers = (*limiter._observers, self._released)
 
-    def _queued(self, options: CallbackOptions) -> Iterable[Observation]:
-        stats = self._stats()
-        if stats is None:
-            return []
-        by_class = count_by_class(stats.queued_by_priority, self._class_of)
-        return [
-            Observation(count, self._attributes(priority_class))
-            for priority_class, count in by_class.items()
-        ]
+    def remove(self) -> None:
+        """Stop recording the limiter's grants and reporting its figures. Idempotent."""
+        self._removed = True
+        limiter = self._source()
+        if limiter is not None:
+            limiter._observers = tuple(o for o in limiter._observers if o != self._released)
 
-    def _active(self, options: CallbackOptions) -> Iterable[Observation]:
-        stats = self._stats()
-        if stats is None:
-            return []
-        return [Observation(stats.running, {"executor.name": self.name})]
+    def _released(self, priority: Number, wait: float, hold: float) -> None:
+        """A grant was released, in the releasing thread or Task."""
+        attributes = self._attributes(self._class_of(priority))
+        self._wait.record(max(wait, 0.0), attributes)
+        self._hold.record(max(hold, 0.0), attributes)
 
-    def _tasks(self, options: CallbackOptions) -> Iterable[Observation]:
-        stats = self._stats()
-        if stats is None:
-            return []
-        return [
-            Observation(
-                counts[outcome],
-                {"executor.name": self.name, "priority": str(priority_class), "outcome": outcome},
-            )
-            for priority_class, counts in stats.outcomes.items()
-            for outcome in OUTCOMES
-        ]
+
+@overload
+def instrument(
+    pool: LimiterBase[Any],
+    *,
+    name: Optional[str] = None,
+    meter_provider: Optional[metrics.MeterProvider] = None,
+) -> LimiterInstrumentation: ...
+
+
+@overload
+def instrument(
+    pool: Any, *, name: Optional[str] = None, meter_provider: Optional[metrics.MeterProvider] = None
+) -> Instrumentation: ...
 
 
 def instrument(
-    pool: Any, *, name: str = "executor", meter_provider: Optional[metrics.MeterProvider] = None
-) -> Instrumentation:
+    pool: Any, *, name: Optional[str] = None, meter_provider: Optional[metrics.MeterProvider] = None
+) -> Union[Instrumentation, LimiterInstrumentation]:
     """Report ``pool``'s metrics (the module docstring's) through OpenTelemetry.
 
     Args:
-        pool: a ``PriorityThreadPoolExecutor`` or ``PriorityExecutor``; held weakly.
-        name: its ``executor.name`` attribute.
+        pool: a ``PriorityThreadPoolExecutor`` or ``PriorityExecutor``, or a limiter; held
+            weakly.
+        name: its ``executor.name`` attribute (default ``"executor"``), or its
+            ``limiter.name`` (default ``"limiter"``).
         meter_provider: where the instruments come from; the global one by default.
+
+    Returns:
+        An :class:`Instrumentation`, or a :class:`LimiterInstrumentation` for a limiter.
     """
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     meter = provider.get_meter("priority_executor")
-    return Instrumentation(pool, name, meter)
+    if isinstance(pool, LimiterBase):
+        return LimiterInstrumentation(pool, "limiter" if name is None else name, meter)
+    return Instrumentation(pool, "executor" if name is None else name, meter)
 
 
 def _histogram_maker(meter: metrics.Meter) -> Any:

@@ -17,7 +17,7 @@ import pytest
 from conftest import TIMEOUT, FakeClock
 from priority_executor import Priority
 from priority_executor._distribution import EXPORT_BOUNDS
-from support import KINDS, AnyPool, make_pool
+from support import KINDS, AnyPool, make_pool, read, scrape
 
 
 @pytest.fixture
@@ -49,19 +49,6 @@ pools = pytest.mark.parametrize("scripted", KINDS, indirect=True)
 
 
 # -- Prometheus -----------------------------------------------------------------------------
-
-
-def scrape(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of a scrape, parsed back by prometheus_client's own parser."""
-    from prometheus_client import generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = generate_latest(registry).decode()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 @pools
@@ -191,16 +178,6 @@ def test_one_prometheus_collector_reports_several_pools_and_forgets_dropped_ones
 
 
 # -- OpenTelemetry --------------------------------------------------------------------------
-
-
-def read(reader: Any) -> dict[str, list[Any]]:
-    data = reader.get_metrics_data()
-    points: dict[str, list[Any]] = {}
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                points.setdefault(metric.name, []).extend(metric.data.data_points)
-    return points
 
 
 @pools
