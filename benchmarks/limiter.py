@@ -28,7 +28,7 @@ event loop (``asyncio.run``), every trial on a fresh limiter. The cases (``--cas
   priorities: their HIGH waiter is one more in line.
 
 The uncontended cases also run the limiter with ``key_limit=1`` (``ours, no fast path``): a
-key limit turns off ``Grants._at_once``, the grant without a trip through the queue when
+key limit turns off ``Grants.at_once``, the grant without a trip through the queue when
 nothing waits and no limit is set, so every acquire is queued and taken as under contention.
 The difference between the two rows is what that fast path saves.
 

@@ -47,6 +47,10 @@ class AsyncAcquisition(_limiter_base.Acquisition["AsyncPriorityLimiter"]):
 
     async def __aenter__(self) -> None:
         request = self._begin(_Waiter())
+        limiter = self._limiter
+        if limiter._bind() is not None and limiter._grants.at_once(request):
+            request.future.state = GRANTED  # type: ignore[attr-defined]
+            return
         try:
             await self._limiter._acquire(request, self._timeout)
         except BaseException:
@@ -102,7 +106,8 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
 
     async def _acquire(self, request: Request, timeout: Optional[float]) -> None:
         """Return once ``request`` is granted; raise TimeoutError if its timeout passes."""
-        loop = self._bind()
+        loop = self._loop
+        assert loop is not None, "bound by __aenter__"
         waiter: _Waiter = request.future  # type: ignore[assignment]
         granted: list[Request] = []
         expired: list[Request] = []
@@ -115,7 +120,8 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
             waiter.state = EXPIRED
             raise TimeoutError("acquire timed out: no units free at once (timeout=0)")
         waiter.future = future = loop.create_future()
-        self._tend()
+        if request.deadline is not None or self._grants.core.todo:
+            self._tend()  # its deadline may come before the timer fires
         await future  # a cancel here: __aenter__ leaves
         if waiter.state == EXPIRED:
             raise TimeoutError("acquire timed out: its timeout passed before a grant")
@@ -134,14 +140,17 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
     def _release(self, request: Request, failed: bool) -> None:
         granted: list[Request] = []
         expired: list[Request] = []
-        self._grants.release(request, "failed" if failed else "completed", granted, expired)
-        if granted or expired:
+        grants = self._grants
+        grants.release(request, "failed" if failed else "completed", granted, expired)
+        if granted or expired or grants.core.todo or grants.core.clock_errors:
             self._settle(granted, expired)
         if self._observers:
             self._observe(request)
 
     def _settle(self, granted: list[Request], expired: list[Request]) -> None:
-        """Wake the waiters the last calls granted or expired, then tend the timer."""
+        """Wake the waiters the last calls granted or expired, and tend the timer if the
+        core says the next rate slot moved (a request that leaves brings no wake-up
+        forward: the timer may fire for nothing, never late)."""
         for request in granted:
             waiter: _Waiter = request.future  # type: ignore[assignment]
             waiter.state = GRANTED
@@ -154,7 +163,8 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
             future = waiter.future
             if future is not None and not future.done():
                 future.set_result(None)
-        self._tend()
+        if self._grants.core.todo:
+            self._tend()
         errors = self._grants.core.clock_errors
         if errors:
             for error in errors:
@@ -195,14 +205,16 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
         expired: list[Request] = []
         self._grants.expire(now, granted, expired)
         self._settle(granted, expired)
+        self._tend()  # for the next deadline or slot
 
     def _change(self, change: Callable[[], None]) -> None:
         change()
         granted: list[Request] = []
         expired: list[Request] = []
         self._grants.grant(granted, expired)
-        if granted or expired or self._loop is not None:
+        if self._loop is not None:
             self._settle(granted, expired)
+            self._tend()  # a new rate limit may close a window
 
     # -- what it reports -----------------------------------------------------------------------
 

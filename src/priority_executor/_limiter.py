@@ -38,17 +38,17 @@ class _Waiter:
     __slots__ = ("park", "state")
 
     def __init__(self) -> None:
-        self.park = threading.Lock()
-        self.park.acquire()
         self.state = WAITING
+        self.park: Optional[threading.Lock] = None  # made, held, when it has to wait
 
     def done(self) -> bool:
         return self.state != WAITING
 
     def wake(self) -> None:
         """Wake it, once; called under the limiter's lock."""
-        if self.park.locked():
-            self.park.release()
+        park = self.park
+        if park is not None and park.locked():
+            park.release()
 
 
 class Acquisition(_limiter_base.Acquisition["PriorityLimiter"]):
@@ -113,10 +113,17 @@ class PriorityLimiter(LimiterBase[Acquisition]):
     def _acquire(self, request: Request, timeout: Optional[float]) -> None:
         """Return once ``request`` is granted; raise TimeoutError if its timeout passes."""
         waiter: _Waiter = request.future  # type: ignore[assignment]
-        granted: list[Request] = []
-        expired: list[Request] = []
+        grants = self._grants
         with self._lock:
-            waits = self._grants.request(request, timeout, granted, expired)
+            if grants.at_once(request):
+                waiter.state = GRANTED
+                return
+            granted: list[Request] = []
+            expired: list[Request] = []
+            waits = grants.request(request, timeout, granted, expired)
+            if waits:
+                waiter.park = park = threading.Lock()
+                park.acquire()
             self._settle_locked(granted, expired)
         if not waits:
             if waiter.state == GRANTED:
@@ -139,7 +146,7 @@ class PriorityLimiter(LimiterBase[Acquisition]):
             if failure is not None:
                 log_clock_failure(failure)
                 failure = None
-            waiter.park.acquire(timeout=timeout)
+            park.acquire(timeout=timeout)
         if waiter.state == EXPIRED:
             raise TimeoutError("acquire timed out: its timeout passed before a grant")
 
@@ -215,9 +222,11 @@ class PriorityLimiter(LimiterBase[Acquisition]):
     def _release(self, request: Request, failed: bool) -> None:
         granted: list[Request] = []
         expired: list[Request] = []
+        grants = self._grants
         with self._lock:
-            self._grants.release(request, "failed" if failed else "completed", granted, expired)
-            self._settle_locked(granted, expired)
+            grants.release(request, "failed" if failed else "completed", granted, expired)
+            if granted or expired or grants.core.todo or grants.core.clock_errors:
+                self._settle_locked(granted, expired)
         if self._observers:
             self._observe(request)
 

@@ -15,7 +15,7 @@ from typing import Generic, Optional, TypeVar, Union
 from ._claim import LOGGER
 from ._grants import Grants, Request, Waiter, check_capacity
 from ._limits import CountSetting, Limits, RateSetting
-from ._policy import Number, Priority, check_ageing, check_clock
+from ._policy import PLAIN_PRIORITIES, Number, Priority, check_ageing, check_clock
 from ._rates import RateLimit
 
 #: Told of each released grant, with no lock held: its priority, wait and hold in seconds.
@@ -112,6 +112,15 @@ class LimiterBase(Generic[A]):
         Raises:
             TypeError, ValueError: a bad argument, here rather than on entry.
         """
+        if (  # the usual case, checked at once
+            cost.__class__ is int
+            and cost == 1
+            and key is None
+            and timeout is None
+            and priority.__class__ in PLAIN_PRIORITIES
+            and self._grants.core.ageing is None
+        ):
+            return self._acquisition(self, priority, None, None, 1)
         level, seconds, key, cost = self._grants.check(priority, timeout, key, cost)
         return self._acquisition(self, level, seconds, key, cost)
 

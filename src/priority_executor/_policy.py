@@ -63,7 +63,7 @@ def to_float(name: str, value: numbers.Real) -> float:
 
 
 #: The types of priority that :func:`check_priority` returns unchanged.
-_PLAIN_PRIORITIES = frozenset((int, Priority))
+PLAIN_PRIORITIES = frozenset((int, Priority))
 
 
 def check_priority(priority: object) -> Number:
@@ -73,7 +73,7 @@ def check_priority(priority: object) -> Number:
         TypeError: ``priority`` is not a real number (``bool`` is refused as a likely mistake).
         ValueError: ``priority`` is NaN, which compares false with everything.
     """
-    if type(priority) in _PLAIN_PRIORITIES:
+    if type(priority) in PLAIN_PRIORITIES:
         return priority  # type: ignore[return-value]
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
         raise TypeError(f"priority must be a real number, got {describe(priority)}")
@@ -247,7 +247,7 @@ def check_task_options(
     The one check of ``submit``, ``options``, ``map`` and ``set_priority``: every bad value is
     refused here, with an exact message, before anything is queued.
     """
-    if timeout is None and ageing is None and type(priority) in _PLAIN_PRIORITIES:
+    if timeout is None and ageing is None and type(priority) in PLAIN_PRIORITIES:
         return priority, None  # type: ignore[return-value]  # the common case, at once
     level = check_priority(priority)
     if ageing is not None:

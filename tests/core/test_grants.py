@@ -86,7 +86,11 @@ class Limiter:
         request = self.requests[name] = Request(Waiter(name), level, key, cost)
         granted: list[Request] = []
         expired: list[Request] = []
-        waits = self.grants.request(request, seconds, granted, expired)
+        if self.grants.at_once(request):  # as the owners do: the way without the queue first
+            granted.append(request)
+            waits = False
+        else:
+            waits = self.grants.request(request, seconds, granted, expired)
         self._settle(granted, expired)
         return waits
 
