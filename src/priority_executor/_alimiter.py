@@ -17,10 +17,9 @@ from collections.abc import Callable
 from typing import Optional
 
 from . import _limiter_base
-from ._claim import LOGGER
 from ._grants import LimiterStatistics, Request
-from ._limiter_base import LimiterBase
-from ._timer import CLOCK_RETRY, MAX_SLEEP, log_clock_failure
+from ._limiter_base import LimiterBase, log_clock_errors
+from ._timer import CLOCK_RETRY, MAX_SLEEP
 
 #: A waiter's states: waiting, granted, expired (its timeout passed) or gone (it gave up).
 WAITING, GRANTED, EXPIRED, GONE = 0, 1, 2, 3
@@ -46,9 +45,10 @@ class AsyncAcquisition(_limiter_base.Acquisition["AsyncPriorityLimiter"]):
     __slots__ = ()
 
     async def __aenter__(self) -> None:
-        request = self._begin(_Waiter())
         limiter = self._limiter
-        if limiter._bind() is not None and limiter._grants.at_once(request):
+        limiter._bind()  # first: refused, it leaves this acquisition unheld
+        request = self._begin(_Waiter())
+        if limiter._grants.at_once(request):
             request.future.state = GRANTED  # type: ignore[attr-defined]
             return
         try:
@@ -167,9 +167,8 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
             self._tend()
         errors = self._grants.core.clock_errors
         if errors:
-            for error in errors:
-                LOGGER.critical("The limiter's clock raised", exc_info=error)
-            errors.clear()
+            self._grants.core.clock_errors = []
+            log_clock_errors(errors)
 
     def _tend(self) -> None:
         """Have the timer fire by the next deadline or rate slot, if it would fire later."""
@@ -182,7 +181,7 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
         assert loop is not None
         now = core.read_clock()
         if isinstance(now, Exception):
-            log_clock_failure(now)
+            log_clock_errors([now])
             delay = CLOCK_RETRY
         else:
             delay = min(max(0.0, wake - now), MAX_SLEEP)
@@ -197,7 +196,7 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
         core = self._grants.core
         now = core.read_clock()
         if isinstance(now, Exception):
-            log_clock_failure(now)
+            log_clock_errors([now])
             if core.queue and self._loop is not None:
                 self._timer = self._loop.call_later(CLOCK_RETRY, self._on_timer)
             return

@@ -72,7 +72,7 @@ class Core:
     ) -> None:
         self.clock = clock
         # Entries take ``entry.cost`` units of capacity and of their key's limit, not 1 (a
-        # limiter's claims), and none passes a better one that does not fit yet (see take).
+        # limiter's requests), and none passes a better one that does not fit yet (see take).
         self.weighed = weighed
         self.ageing = ageing
         self.limits = limits
@@ -219,8 +219,8 @@ class Core:
         listed in ``clock_errors``; under a rate limit, nothing starts until the timer can
         read the clock again.
 
-        On a weighed core (a limiter's) the best claim takes ``entry.cost`` units, and waits
-        while they are not free: no claim passes it (strict), except one of another key where
+        On a weighed core (a limiter's) the best request takes ``entry.cost`` units, and waits
+        while they are not free: no request passes it (strict), except one of another key where
         its key's limits hold it back (:meth:`_pop_fitting`).
 
         Args:
@@ -298,11 +298,11 @@ class Core:
             self.todo |= EMPTIED
 
     def _pop_fitting(self, unrun: list[Entry]) -> Optional[Entry]:
-        """``queue.pop`` for a weighed core: the best claim if its cost fits, or None.
+        """``queue.pop`` for a weighed core: the best request if its cost fits, or None.
 
-        A claim whose key has fewer units free than it costs is held back by its key (its
+        A request whose key has fewer units free than it costs is held back by its key (its
         key is closed until :meth:`~._limits.Limits.relieve_locked`), and the next is looked
-        at; one that does not fit ``capacity`` holds back every claim ranked below it, unless
+        at; one that does not fit ``capacity`` holds back every request ranked below it, unless
         it is due: then it is expired into ``unrun`` here, and the next is looked at.
         """
         queue, limits = self.queue, self.limits
@@ -317,7 +317,7 @@ class Core:
                 return queue.pop()
             now = None if entry.deadline is None else self.read_clock()
             if now is None or isinstance(now, Exception) or not is_due(entry.deadline, now):
-                return None  # it waits, and every claim ranked below it with it
+                return None  # it waits, and every request ranked below it with it
             queue.pop()
             self._expired(entry, unrun)
 
@@ -342,7 +342,7 @@ class Core:
         self.todo |= TIMER
 
     def finish(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
-        """A task taken by :meth:`take` ran (or a cancel won its claim).
+        """A task taken by :meth:`take` ran (or a cancel won its request).
 
         ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
         limits, and its priority and start, for the counts and the run time. ``keyed``:
@@ -369,10 +369,10 @@ class Core:
 
     def unqueue(self, future: Future[Any], outcome: Outcome) -> Optional[Entry]:
         """Remove the entry of a future settled while it was queued (the cancel hook), or of
-        a limiter's claim that stops waiting.
+        a limiter's request that stops waiting.
 
         ``outcome``: how it is counted: ``"cancelled"``; ``"completed"`` if someone set a
-        result on the queued future by hand; ``"expired"`` for a claim that could not be
+        result on the queued future by hand; ``"expired"`` for a request that could not be
         granted at once. Returns the entry, for the caller to detach, or None if it was not
         queued.
         """
@@ -417,12 +417,16 @@ class Core:
 
         A failing clock must not kill what reads it: a worker would lose the task it holds,
         the timer every later deadline. Until the clock works again, tasks start, and the
-        timer retries.
+        timer retries. A reading of NaN, which orders nothing (a timer would sleep for
+        ``max(0, nan)``: not at all), is a failure too.
         """
         try:
-            return self.clock()
+            now = self.clock()
         except Exception as exc:
             return exc
+        if now != now:
+            return ValueError("the clock read nan: a deadline or ageing needs a number")
+        return now
 
     def pop_due(self, now: float) -> list[Entry]:
         """The timer's turn at ``now``: open what the limits allow, and take out the due entries.

@@ -200,14 +200,20 @@ class Grants:
         (with a timeout or ageing), nothing changed.
         """
         core = self.core
-        rank, _due = core.stamp(request, None if timeout == 0 else timeout)
+        rank, due = core.stamp(request, None if timeout == 0 else timeout)
+        # Its own first grant pass, on a later clock reading, must not expire it: a timeout
+        # too short to outlast that (or below the clock's resolution) means "only now".
+        deadline, request.deadline = request.deadline, None
         core.tally.submitted += 1
         core.queue.push(request, rank)
         if request.key is not None and core.limits.keyed:
             core.limits.relieve_locked(request.key, core.queue)  # it may be its key's best
         self.grant(granted, expired)
-        if request.queued and timeout == 0:
-            core.unqueue(request.future, "expired")
+        if request.queued:
+            if timeout == 0 or due:
+                core.unqueue(request.future, "expired")
+            elif deadline is not None:
+                core.queue.set_deadline(request, deadline)
         return request.queued
 
     def at_once(self, request: Request) -> bool:

@@ -19,17 +19,17 @@ The policy (order, ageing, deadlines, limits, recording) is ``_grants.Grants`` o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from . import _limiter_base
-from ._claim import LOGGER
 from ._grants import LimiterStatistics, Request
-from ._limiter_base import LimiterBase
-from ._timer import CLOCK_RETRY, MAX_SLEEP, log_clock_failure
+from ._limiter_base import LimiterBase, log_clock_errors, surely
+from ._timer import CLOCK_RETRY, MAX_SLEEP
 
-#: A waiter's states: waiting, granted, expired (its timeout passed).
-WAITING, GRANTED, EXPIRED = 0, 1, 2
+#: A waiter's states: waiting, granted, expired (its timeout passed, or it gave up),
+#: released (its block is done).
+WAITING, GRANTED, EXPIRED, RELEASED = 0, 1, 2, 3
 
 
 class _Waiter:
@@ -63,11 +63,11 @@ class Acquisition(_limiter_base.Acquisition["PriorityLimiter"]):
             self._limiter._acquire(request, self._timeout)
         except BaseException:
             self._request = None
-            self._limiter._leave(request)
+            surely(self._limiter._leave, request)
             raise
 
     def __exit__(self, *exc_info: object) -> None:
-        self._limiter._release(self._held(), exc_info[0] is not None)
+        surely(self._limiter._release, self._held(), exc_info[0] is not None)
 
 
 class PriorityLimiter(LimiterBase[Acquisition]):
@@ -114,24 +114,27 @@ class PriorityLimiter(LimiterBase[Acquisition]):
         """Return once ``request`` is granted; raise TimeoutError if its timeout passes."""
         waiter: _Waiter = request.future  # type: ignore[assignment]
         grants = self._grants
+        granted: list[Request] = []
+        expired: list[Request] = []
+        errors: Sequence[Exception] = ()
         with self._lock:
             if grants.at_once(request):
                 waiter.state = GRANTED
                 return
-            granted: list[Request] = []
-            expired: list[Request] = []
-            waits = grants.request(request, timeout, granted, expired)
-            if waits:
-                waiter.park = park = threading.Lock()
-                park.acquire()
-            self._settle_locked(granted, expired)
+            try:
+                waits = grants.request(request, timeout, granted, expired)
+                if waits:
+                    waiter.park = park = threading.Lock()
+                    park.acquire()
+            finally:
+                errors = self._settle_locked(granted, expired)
+        log_clock_errors(errors)
         if not waits:
             if waiter.state == GRANTED:
                 return
             waiter.state = EXPIRED
             raise TimeoutError("acquire timed out: no units free at once (timeout=0)")
         lock, core = self._lock, self._grants.core
-        failure: Optional[Exception] = None
         while True:
             with lock:
                 if waiter.state != WAITING:
@@ -140,47 +143,87 @@ class PriorityLimiter(LimiterBase[Acquisition]):
                 if self._keeper is None and core.next_deadline() is not None:
                     self._keeper = waiter
                 if self._keeper is waiter:
-                    timeout, failure = self._keep_time_locked()
+                    timeout, errors = self._keep_time_locked()
                     if waiter.state != WAITING:
                         break
-            if failure is not None:
-                log_clock_failure(failure)
-                failure = None
+            log_clock_errors(errors)
+            errors = ()
             park.acquire(timeout=timeout)
+        log_clock_errors(errors)
         if waiter.state == EXPIRED:
             raise TimeoutError("acquire timed out: its timeout passed before a grant")
 
     def _leave(self, request: Request) -> None:
         """``acquire`` raised (an interrupt, a timeout, a failing clock): a queued request
-        leaves, a granted one gives its units back; an expired one holds nothing."""
+        leaves, a granted one gives its units back; an expired one holds nothing. Called
+        again if an interrupt cuts it short, it does nothing twice."""
         waiter: _Waiter = request.future  # type: ignore[assignment]
         granted: list[Request] = []
         expired: list[Request] = []
+        errors: Sequence[Exception] = ()
         with self._lock:
             state, waiter.state = waiter.state, EXPIRED  # settled: it takes no grant any more
             if state == GRANTED or request.queued:
-                self._grants.abandon(request, granted, expired)
-                self._settle_locked(granted, expired)
+                try:
+                    self._grants.abandon(request, granted, expired)
+                finally:
+                    errors = self._settle_locked(granted, expired)
+        log_clock_errors(errors)
 
-    def _keep_time_locked(self) -> tuple[float, Optional[Exception]]:
+    def _release(self, request: Request, failed: bool) -> None:
+        """The block is done: give the units back, and grant what they let in. Called again
+        if an interrupt cuts it short, it does nothing twice."""
+        waiter: _Waiter = request.future  # type: ignore[assignment]
+        granted: list[Request] = []
+        expired: list[Request] = []
+        errors: Sequence[Exception] = ()
+        grants = self._grants
+        with self._lock:
+            if waiter.state != GRANTED:
+                return  # released already
+            waiter.state = RELEASED
+            try:
+                grants.release(request, "failed" if failed else "completed", granted, expired)
+            finally:
+                if granted or expired or grants.core.todo or grants.core.clock_errors:
+                    errors = self._settle_locked(granted, expired)
+        log_clock_errors(errors)
+        if self._observers:
+            self._observe(request)
+
+    def _change(self, change: Callable[[], None]) -> None:
+        granted: list[Request] = []
+        expired: list[Request] = []
+        with self._lock:
+            try:
+                change()
+                self._grants.grant(granted, expired)
+            finally:
+                errors = self._settle_locked(granted, expired)
+        log_clock_errors(errors)
+
+    def _keep_time_locked(self) -> tuple[float, Sequence[Exception]]:
         """The keeper's turn: expire what is due, grant what that and the clock let in; the
-        seconds until it must look again (-1: until woken), and a clock error to log."""
+        seconds until it must look again (-1: until woken), and clock errors to log."""
         core = self._grants.core
         now = core.read_clock()
         if isinstance(now, Exception):
             self._target = None
-            return CLOCK_RETRY, now
+            return CLOCK_RETRY, [now]
         granted: list[Request] = []
         expired: list[Request] = []
-        self._grants.expire(now, granted, expired)
-        self._target = core.next_deadline()  # first: settling wakes no keeper that knows it
-        self._settle_locked(granted, expired)
+        try:
+            self._grants.expire(now, granted, expired)
+            self._target = core.next_deadline()  # first: settling wakes no keeper that knows it
+        finally:
+            errors = self._settle_locked(granted, expired)
         if self._target is None:
-            return -1.0, None
-        return min(max(0.0, self._target - now), MAX_SLEEP), None
+            return -1.0, errors
+        return min(max(0.0, self._target - now), MAX_SLEEP), errors
 
-    def _settle_locked(self, granted: list[Request], expired: list[Request]) -> None:
-        """Wake the waiters the last calls granted or expired, and tend the keeper."""
+    def _settle_locked(self, granted: list[Request], expired: list[Request]) -> list[Exception]:
+        """Wake the waiters the last calls granted or expired, and tend the keeper; the clock
+        errors to log once the lock is free."""
         for request in granted:
             waiter: _Waiter = request.future  # type: ignore[assignment]
             waiter.state = GRANTED
@@ -194,9 +237,8 @@ class PriorityLimiter(LimiterBase[Acquisition]):
         self._tend_locked()
         errors = self._grants.core.clock_errors
         if errors:
-            for error in errors:
-                LOGGER.critical("The limiter's clock raised", exc_info=error)
-            errors.clear()
+            self._grants.core.clock_errors = []
+        return errors
 
     def _tend_locked(self) -> None:
         """Make sure a waiter wakes by the next deadline or rate slot: wake the keeper if it
@@ -218,25 +260,6 @@ class PriorityLimiter(LimiterBase[Acquisition]):
         self._target = None  # it reads the clock and sets it
         assert keeper is not None
         keeper.wake()
-
-    def _release(self, request: Request, failed: bool) -> None:
-        granted: list[Request] = []
-        expired: list[Request] = []
-        grants = self._grants
-        with self._lock:
-            grants.release(request, "failed" if failed else "completed", granted, expired)
-            if granted or expired or grants.core.todo or grants.core.clock_errors:
-                self._settle_locked(granted, expired)
-        if self._observers:
-            self._observe(request)
-
-    def _change(self, change: Callable[[], None]) -> None:
-        granted: list[Request] = []
-        expired: list[Request] = []
-        with self._lock:
-            change()
-            self._grants.grant(granted, expired)
-            self._settle_locked(granted, expired)
 
     # -- what it reports -----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ returns before the owner's ``with`` protocol: a request's checked options.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, Optional, TypeVar, Union
 
 from ._claim import LOGGER
@@ -20,6 +20,24 @@ from ._rates import RateLimit
 
 #: Told of each released grant, with no lock held: its priority, wait and hold in seconds.
 Observer = Callable[[Number, float, float], None]
+
+
+def log_clock_errors(errors: Sequence[Exception]) -> None:
+    """Log what the limiter's clock raised; called with no lock held (logging runs handlers)."""
+    for error in errors:
+        LOGGER.critical("The limiter's clock raised; timeouts wait until it works", exc_info=error)
+
+
+def surely(step: Callable[..., None], *args: object) -> None:
+    """Make ``step``, which does nothing twice, once more if an exception (an interrupt)
+    cuts it short, then let that exception go on: a release or a leave that a signal
+    handler interrupts still gives its units back."""
+    try:
+        step(*args)
+    except BaseException:
+        step(*args)
+        raise
+
 
 L = TypeVar("L", bound="LimiterBase")  # type: ignore[type-arg]
 A = TypeVar("A", bound="Acquisition")  # type: ignore[type-arg]

@@ -101,8 +101,8 @@ class KeyState:
 
     def __init__(self, window: Optional[Window]) -> None:
         self.running = 0  # units taken to start and not yet reported finished (1 per task)
-        # Its best queued claim wants more units than key_limit leaves it (a limiter's claims
-        # have a cost): held back until a unit of it comes back, that claim leaves, or a
+        # Its best queued request wants more units than key_limit leaves it (a limiter's requests
+        # have a cost): held back until a unit of it comes back, that request leaves, or a
         # better one of it queues, or key_limit changes (see relieve_locked).
         self.short = False
         self.window = window  # its starts, under key_rate_limit
@@ -213,7 +213,7 @@ class Limits:
         return (0 if state is None else state.running) + cost <= self.key_limit
 
     def short_locked(self, key: Hashable, queue: LimitedQueue) -> None:
-        """The best queued claim of ``key`` does not fit its ``key_limit``: hold the key back."""
+        """The best queued request of ``key`` does not fit its ``key_limit``: hold the key back."""
         state = self.keys.get(key)
         if state is None:
             state = self.keys[key] = self._new_state()
@@ -221,16 +221,19 @@ class Limits:
         queue.close(key)
 
     def relieve_locked(self, key: Hashable, queue: LimitedQueue) -> None:
-        """A claim of ``key`` left its queue, or a new one queued: if the key was held back
-        for want of units, let the next take look at its best claim again."""
+        """A request of ``key`` left its queue, or a new one queued: if the key was held back
+        for want of units, let the next take look at its best request again."""
         state = self.keys.get(key)
         if state is None or not state.short:
             return
         state.short = False
         if not self.saturated(state):
             queue.open(key)
-        if not state.running and (state.window is None or not state.window.times):
-            del self.keys[key]
+        if not state.running:  # it was kept for its mark only: drop it as finished_locked does
+            if state.window is None or not state.window.times:
+                del self.keys[key]
+            else:
+                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
 
     def started_locked(self, key: Hashable, now: float, queue: LimitedQueue, cost: int = 1) -> bool:
         """A task of ``key`` taking ``cost`` units started at ``now``; True if a window filled
@@ -295,7 +298,11 @@ class Limits:
 
     def _idle(self, state: KeyState, now: float) -> bool:
         window = state.window
-        return not state.running and (window is None or is_due(window.quiet_from(), now))
+        return (
+            not state.running
+            and not state.short  # its mark keeps its key closed: relieve_locked drops it
+            and (window is None or is_due(window.quiet_from(), now))
+        )
 
     def _new_state(self) -> KeyState:
         limit = self.key_rate_limit
@@ -331,7 +338,7 @@ class Limits:
     def reclose_keys_locked(self, queue: KeyedLimitedQueue) -> None:
         """Close the keys now at a limit and open the others; O(keys with state)."""
         for key in [key for key, state in self.keys.items() if state.short]:
-            self.relieve_locked(key, queue)  # the next take looks at their claims again
+            self.relieve_locked(key, queue)  # the next take looks at their requests again
         for key in [key for key in queue.closed if not self._holds(key)]:
             queue.open(key)
         for key in self.saturated_keys():

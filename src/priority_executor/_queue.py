@@ -229,6 +229,13 @@ class QueueBase:
         self.entries[entry.future] = entry  # last: it is queued once mapped (see repair)
         return first
 
+    def set_deadline(self, entry: Entry, deadline: float) -> None:
+        """Give a queued entry that has no deadline ``deadline`` (a limiter's request, once
+        its first grant pass is done)."""
+        entry.deadline = deadline
+        heapq.heappush(self.deadlines, (deadline, self._next_seq(), entry))
+        self.deadline_count += 1
+
     def _next_seq(self) -> int:
         seq = next(self._counter)
         self.next_seq = seq + 1

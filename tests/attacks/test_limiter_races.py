@@ -804,3 +804,67 @@ def test_a_broken_model_diverges_so_the_comparison_can_fail(variant: str) -> Non
             if len(diverged) == 3:
                 break
     assert len(diverged) == 3, f"{variant} diverged only on seeds {diverged}"
+
+
+# -- an interrupt inside the bookkeeping --------------------------------------------------------
+# A trace function that raises stands for a signal handler that raises at that line: it runs
+# in the main thread only, once, and then takes itself off.
+
+
+def test_an_interrupt_in_the_keepers_turn_still_wakes_whom_the_turn_granted() -> None:
+    limiter = PriorityLimiter(5, rate_limit=(1, 0.5))
+    with limiter.acquire():
+        pass  # the window is full for 0.5 s: the next waiter keeps time until then
+    granted = threading.Event()
+
+    def other() -> None:
+        with limiter.acquire(priority=5, timeout=TIMEOUT):
+            granted.set()
+
+    def start_other() -> None:
+        wait_until(lambda: limiter.statistics().waiting == 1, "the main thread waits")
+        others.append(in_thread(other))
+
+    others: list[InThread[None]] = []
+    starter = in_thread(start_other)
+
+    def in_turn(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "line" and frame.f_locals.get("granted"):
+            sys.settrace(None)
+            raise KeyboardInterrupt  # the turn granted the other thread, and has not woken it
+        return in_turn
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        return in_turn if frame.f_code.co_name == "_keep_time_locked" else None
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt), limiter.acquire(timeout=TIMEOUT):
+            pytest.fail("the keeper was granted: the other one ranks above it")
+    finally:
+        sys.settrace(None)
+    starter.result()
+    assert granted.wait(TIMEOUT), "the thread the interrupted turn granted was never woken"
+    others[0].result()
+    accounted(limiter)
+
+
+def test_an_interrupt_at_the_start_of_a_release_still_gives_the_units_back() -> None:
+    limiter = PriorityLimiter(1)
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call" and frame.f_code.co_name == "_release":
+            sys.settrace(None)
+            raise KeyboardInterrupt  # as a signal handler would, at the release's first line
+        return None
+
+    try:
+        with pytest.raises(KeyboardInterrupt), limiter.acquire():
+            sys.settrace(tracer)
+    finally:
+        sys.settrace(None)
+    stats = limiter.statistics()
+    assert (stats.in_use, stats.holding, stats.completed) == (0, 0, 1)
+    with limiter.acquire(timeout=0):  # the unit is free
+        pass
+    accounted(limiter)

@@ -1212,3 +1212,13 @@ def test_rebuilt_keeps_the_configuration_and_counts_with_nothing_queued_or_runni
     assert core.paused
     assert not core.stopping
     assert (len(core.queue), core.running, core.settling, core.watchers) == (0, 0, 0, 0)
+
+
+def test_read_clock_reports_a_nan_reading_as_a_failure_so_no_timer_spins_on_it() -> None:
+    clock = Clock()
+    owner = Owner(clock=clock)
+    assert owner.core.read_clock() == START
+    clock.now = math.nan
+    failure = owner.core.read_clock()
+    assert isinstance(failure, ValueError)
+    assert str(failure) == "the clock read nan: a deadline or ageing needs a number"

@@ -296,3 +296,34 @@ def test_waits_and_holds_are_recorded_per_priority_class_on_the_limiters_clock()
     assert (stats.wait[1].total, stats.hold[1].total) == (2.0, 0.5)
     assert stats.outcomes[1]["failed"] == 1
     assert (stats.completed, stats.failed, stats.in_use, stats.holding) == (1, 1, 0, 0)
+
+
+def test_a_key_held_back_for_want_of_units_keeps_its_mark_past_its_rate_window() -> None:
+    limiter = Limiter(10, key_limit=2, key_rate_limit=RateLimit(5, 10.0))
+    limiter.request("a1", key="a")
+    assert limiter.request("big", cost=2, key="a")
+    limiter.change("key_limit", 1)  # big no longer fits its key: it waits until raised
+    limiter.clock.now += 1.0
+    limiter.release("a1")
+    limiter.clock.now += 10.0  # a's starts leave its window: a take forgets idle keys
+    assert not limiter.request("z", key="z")
+    assert not limiter.request("small", priority=10, key="a")  # a holds 0 of its 1 unit
+    assert limiter.take_grants() == ["a1", "z", "small"]
+    limiter.abandon("big")
+    limiter.release("small")
+    limiter.release("z")
+    assert limiter.grants.statistics().in_use == 0
+
+
+@pytest.mark.parametrize("limits", [{}, {"key_limit": 3}, {"rate_limit": RateLimit(5, 1.0)}])
+def test_a_timeout_too_short_to_outlast_its_stamping_is_granted_when_it_fits(
+    limits: dict[str, object],
+) -> None:
+    limiter = Limiter(5, **limits)
+    assert not limiter.request("tiny", timeout=1e-14)  # below the clock's resolution at 1000 s
+    assert limiter.take_grants() == ["tiny"]
+    assert limiter.request("big", priority=5, cost=5)
+    assert not limiter.request("refused", priority=1, timeout=1e-14)  # big goes first
+    assert limiter.take_grants() == []
+    stats = limiter.grants.statistics()
+    assert (stats.expired, stats.waiting, stats.holding) == (1, 1, 1)

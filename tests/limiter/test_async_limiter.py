@@ -19,7 +19,7 @@ import asyncio
 import math
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -984,6 +984,15 @@ def test_an_open_rate_slot_does_not_let_a_waiter_pass_a_better_one_that_does_not
 # -- 7. the loop it is bound to ------------------------------------------------------------------
 
 
+def run_on(kind: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``main()`` on a new loop of ``kind``, in this thread."""
+    loop = new_loop(kind)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
 def refused_elsewhere(kind: str, limiter: AsyncPriorityLimiter, **options: Any) -> list[str]:
     """Acquire from a new loop of ``kind`` run in another thread; what it raised."""
     errors: list[str] = []
@@ -995,14 +1004,7 @@ def refused_elsewhere(kind: str, limiter: AsyncPriorityLimiter, **options: Any) 
         except RuntimeError as error:
             errors.append(str(error))
 
-    def run() -> None:
-        loop = new_loop(kind)
-        try:
-            loop.run_until_complete(other())
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run_on, args=(kind, other))
     thread.start()
     thread.join(TIMEOUT)
     return errors
@@ -1022,6 +1024,34 @@ def test_another_loop_is_refused_while_units_are_held_even_if_it_would_not_wait(
         assert accounted(limiter).requested == 1
 
     drive(kind, main)
+
+
+@LOOP
+def test_an_acquisition_refused_on_another_loop_can_be_entered_once_the_limiter_is_free(
+    kind: str,
+) -> None:
+    limiter = AsyncPriorityLimiter(2)
+    shared = limiter.acquire()
+    outcomes: list[str] = []
+
+    async def enter_shared() -> None:
+        try:
+            async with shared:
+                outcomes.append("granted")
+        except RuntimeError as error:
+            outcomes.append(str(error))
+
+    async def main() -> None:
+        give_back = await take(limiter)
+        thread = threading.Thread(target=run_on, args=(kind, enter_shared))
+        thread.start()
+        thread.join(TIMEOUT)
+        await give_back()
+
+    drive(kind, main)
+    drive(kind, enter_shared)  # the limiter is idle: this loop may bind it
+    assert outcomes == [BOUND_MESSAGE, "granted"]
+    accounted(limiter)
 
 
 @LOOP

@@ -12,6 +12,7 @@ can notice a passed deadline use timeouts of a few hundredths of a fake second.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Iterator
@@ -821,3 +822,39 @@ def test_a_bad_setting_is_refused_and_changes_nothing() -> None:
         2,
     )
     limiter._check_invariants()
+
+
+def test_a_log_handler_that_reads_the_limiter_while_its_clock_raises_does_not_deadlock(
+    claims: Claims,
+) -> None:
+    class Failing:
+        broken = True
+
+        def __call__(self) -> float:
+            if self.broken:
+                raise OSError("no clock")
+            return 0.0
+
+    clock = Failing()
+    limiter = PriorityLimiter(1, clock=clock)
+    seen: list[int] = []
+
+    class Reader(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(limiter.statistics().requested)  # takes the limiter's lock
+
+    handler = Reader(level=logging.CRITICAL)
+    logger = logging.getLogger("concurrent.futures")  # the package logs where the pool's does
+    logger.addHandler(handler)
+    try:
+        holder = claims.holding(limiter, "holder")
+        waiter = claims.start(limiter, "waiter")  # its stamp reads the failing clock
+        waiting(limiter, 1)
+        holder.leave()
+        waiter.wait_entered()
+        waiter.leave()
+    finally:
+        logger.removeHandler(handler)
+        clock.broken = False
+    assert seen, "the clock's failure was not logged"
+    accounted(limiter)
