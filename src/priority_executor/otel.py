@@ -37,7 +37,7 @@ the counter ``limiter.requests`` (by ``priority`` and ``outcome``).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Optional, Union, overload
 
 from opentelemetry import metrics
@@ -79,16 +79,41 @@ class _Reporting:
         source = None if self._removed else self._source()
         return None if source is None else source.statistics()
 
-    def _by_class(self, by_priority: Callable[[Any], Any]) -> Iterable[Observation]:
+    def _observe(
+        self,
+        meter: metrics.Meter,
+        by_class: tuple[str, str, str],
+        total: tuple[str, str, str],
+        ended: tuple[str, tuple[str, ...], str],
+    ) -> None:
+        """Make the instruments read per collection: a gauge by priority class, a gauge of a
+        total, a counter of outcomes; each ``(name, what it reads, description)``, what it
+        reads being a field of the snapshot, or the outcomes counted."""
+        name, by_priority, description = by_class
+        meter.create_observable_gauge(
+            name, [lambda options: self._by_class(by_priority)], unit="1", description=description
+        )
+        name, count, description = total
+        meter.create_observable_gauge(
+            name, [lambda options: self._total(count)], unit="1", description=description
+        )
+        name, outcomes, description = ended
+        meter.create_observable_counter(
+            name, [lambda options: self._outcomes(outcomes)], unit="1", description=description
+        )
+
+    def _by_class(self, field: str) -> Iterable[Observation]:
         stats = self._stats()
         if stats is None:
             return []
-        by_class = count_by_class(by_priority(stats), self._class_of)
+        by_class = count_by_class(getattr(stats, field), self._class_of)
         return [Observation(n, self._attributes(c)) for c, n in by_class.items()]
 
-    def _total(self, read: Callable[[Any], float]) -> Iterable[Observation]:
+    def _total(self, field: str) -> Iterable[Observation]:
         stats = self._stats()
-        return [] if stats is None else [Observation(read(stats), {self._name_key: self.name})]
+        if stats is None:
+            return []
+        return [Observation(getattr(stats, field), {self._name_key: self.name})]
 
     def _outcomes(self, names: tuple[str, ...]) -> Iterable[Observation]:
         stats = self._stats()
@@ -109,23 +134,11 @@ class Instrumentation(_Reporting):
         histogram = _histogram_maker(meter)
         self._wait = histogram("executor.queue.wait", "How long tasks waited, submit to start.")
         self._run = histogram("executor.task.duration", "How long tasks ran, start to end.")
-        meter.create_observable_gauge(
-            "executor.queued",
-            [lambda options: self._by_class(lambda stats: stats.queued_by_priority)],
-            unit="1",
-            description="Tasks queued now.",
-        )
-        meter.create_observable_gauge(
-            "executor.active",
-            [lambda options: self._total(lambda stats: stats.running)],
-            unit="1",
-            description="Tasks running now.",
-        )
-        meter.create_observable_counter(
-            "executor.tasks",
-            [lambda options: self._outcomes(OUTCOMES)],
-            unit="1",
-            description="Tasks that ended, by how.",
+        self._observe(
+            meter,
+            ("executor.queued", "queued_by_priority", "Tasks queued now."),
+            ("executor.active", "running", "Tasks running now."),
+            ("executor.tasks", OUTCOMES, "Tasks that ended, by how."),
         )
         self._listener: ListenerHandle = pool.add_listener(self._started, self._finished)
 
@@ -154,23 +167,11 @@ class LimiterInstrumentation(_Reporting):
         histogram = _histogram_maker(meter)
         self._wait = histogram("limiter.wait", "How long acquires waited, acquire to grant.")
         self._hold = histogram("limiter.hold", "How long grants were held, grant to release.")
-        meter.create_observable_gauge(
-            "limiter.waiting",
-            [lambda options: self._by_class(lambda stats: stats.waiting_by_priority)],
-            unit="1",
-            description="Acquires waiting now.",
-        )
-        meter.create_observable_gauge(
-            "limiter.in_use",
-            [lambda options: self._total(lambda stats: stats.in_use)],
-            unit="1",
-            description="Units held now.",
-        )
-        meter.create_observable_counter(
-            "limiter.requests",
-            [lambda options: self._outcomes(LIMITER_OUTCOMES)],
-            unit="1",
-            description="Acquires that ended, by how.",
+        self._observe(
+            meter,
+            ("limiter.waiting", "waiting_by_priority", "Acquires waiting now."),
+            ("limiter.in_use", "in_use", "Units held now."),
+            ("limiter.requests", LIMITER_OUTCOMES, "Acquires that ended, by how."),
         )
         limiter._observers = (*limiter._observers, self._released)
 

@@ -18,47 +18,16 @@ import asyncio
 import math
 import random
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any, Optional, Union
 
 import pytest
 
 from aio_support import LOOPS, drive, settle
 from conftest import TIMEOUT, FakeClock
-from priority_executor import AsyncPriorityLimiter, LimiterStatistics, Priority, RateLimit
+from limiter_support import accounted, fire_timer, take
+from priority_executor import AsyncPriorityLimiter, Priority, RateLimit
 
 # -- helpers (as in tests/limiter/test_async_limiter.py) ---------------------------------------
-
-
-async def take(limiter: AsyncPriorityLimiter, **options: Any) -> Callable[[], Awaitable[None]]:
-    """Acquire in the test's own Task; return what gives the units back, which never
-    suspends: what follows it runs in the same loop iteration."""
-    acquisition = limiter.acquire(**options)
-    await acquisition.__aenter__()
-
-    async def give_back() -> None:
-        await acquisition.__aexit__(None, None, None)
-
-    return give_back
-
-
-def fire_timer(limiter: AsyncPriorityLimiter) -> None:
-    """Run the timer's callback now, on the loop (see the module docstring); the armed
-    handle is cancelled so that it does not run again later."""
-    timer = limiter._timer
-    if timer is not None:
-        timer.cancel()
-    limiter._on_timer()
-
-
-def accounted(limiter: AsyncPriorityLimiter) -> LimiterStatistics:
-    """Idle, consistent, and every request ended in exactly one way."""
-    limiter._check_invariants()
-    stats = limiter.statistics()
-    assert (stats.in_use, stats.holding, stats.waiting) == (0, 0, 0), stats
-    ended = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.requested == ended, f"lost or double-counted request: {stats}"
-    return stats
 
 
 class Entries:

@@ -40,6 +40,7 @@ from typing import Any, Optional
 import pytest
 
 from conftest import TIMEOUT, FakeClock
+from limiter_support import accounted
 from priority_executor import LimiterStatistics, Priority, PriorityLimiter
 from priority_executor._grants import Grants, Request
 from support import InThread, in_thread, wait_until
@@ -48,16 +49,6 @@ needs_signals = pytest.mark.skipif(
     not hasattr(signal, "pthread_kill") or not hasattr(signal, "SIGUSR1"),
     reason="needs signal.pthread_kill and SIGUSR1",
 )
-
-
-def accounted(limiter: PriorityLimiter) -> LimiterStatistics:
-    """Nothing held or waiting, every request ended in exactly one way, invariants hold."""
-    limiter._check_invariants()
-    stats = limiter.statistics()
-    assert (stats.in_use, stats.holding, stats.waiting) == (0, 0, 0), stats
-    ended = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.requested == ended, stats
-    return stats
 
 
 def waiting(limiter: PriorityLimiter, count: int) -> LimiterStatistics:

@@ -26,7 +26,8 @@ import pytest
 
 from aio_support import LOOPS, drive, new_loop, settle
 from conftest import TIMEOUT, FakeClock
-from priority_executor import AsyncPriorityLimiter, LimiterStatistics, Priority, RateLimit
+from limiter_support import accounted, fire_timer, take
+from priority_executor import AsyncPriorityLimiter, Priority, RateLimit
 from support import exact
 
 LOOP = pytest.mark.parametrize("kind", LOOPS)
@@ -40,20 +41,6 @@ AT_ONCE_MESSAGE = "acquire timed out: no units free at once (timeout=0)"
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-async def take(limiter: AsyncPriorityLimiter, **options: Any) -> Callable[[], Awaitable[None]]:
-    """Acquire from ``limiter`` in the test's own Task; return what gives the units back.
-
-    Giving back never suspends: what follows it runs in the same loop iteration.
-    """
-    acquisition = limiter.acquire(**options)
-    await acquisition.__aenter__()
-
-    async def give_back() -> None:
-        await acquisition.__aexit__(None, None, None)
-
-    return give_back
 
 
 class Waiters:
@@ -106,27 +93,6 @@ async def never_granted(limiter: AsyncPriorityLimiter, **options: Any) -> None:
     """Acquire from ``limiter``, which must raise rather than grant."""
     async with limiter.acquire(**options):
         raise AssertionError(f"granted: {limiter.statistics()}")
-
-
-def fire_timer(limiter: AsyncPriorityLimiter) -> None:
-    """Run the limiter's timer callback now, on the loop, as the loop would once the timer's
-    real delay had passed: that delay was computed from the (fake) clock when the timer was
-    armed, so a moved fake clock is only seen when the callback runs. The armed handle is
-    cancelled first, so that it does not run a second time later."""
-    timer = limiter._timer
-    if timer is not None:
-        timer.cancel()
-    limiter._on_timer()
-
-
-def accounted(limiter: AsyncPriorityLimiter) -> LimiterStatistics:
-    """Idle, consistent, and every request ended in exactly one way."""
-    limiter._check_invariants()
-    stats = limiter.statistics()
-    assert (stats.in_use, stats.holding, stats.waiting) == (0, 0, 0), stats
-    ended = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.requested == ended, f"lost or double-counted request: {stats}"
-    return stats
 
 
 def waiting(limiter: AsyncPriorityLimiter) -> int:

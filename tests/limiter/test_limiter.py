@@ -21,6 +21,7 @@ from typing import Any, Optional
 import pytest
 
 from conftest import TIMEOUT, FakeClock
+from limiter_support import accounted
 from priority_executor import LimiterStatistics, Priority, PriorityLimiter, RateLimit
 from support import exact, in_thread, wait_until
 
@@ -119,16 +120,6 @@ def waiting(limiter: PriorityLimiter, count: int) -> LimiterStatistics:
     wait_until(lambda: limiter.statistics().waiting == count, f"{count} requests wait")
     limiter._check_invariants()
     return limiter.statistics()
-
-
-def accounted(limiter: PriorityLimiter) -> LimiterStatistics:
-    """Nothing held or waiting, every request ended in exactly one way, invariants hold."""
-    limiter._check_invariants()
-    stats = limiter.statistics()
-    assert (stats.in_use, stats.holding, stats.waiting) == (0, 0, 0), stats
-    ended = stats.completed + stats.failed + stats.cancelled + stats.expired
-    assert stats.requested == ended, stats
-    return stats
 
 
 def poke(limiter: PriorityLimiter) -> None:
