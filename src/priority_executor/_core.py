@@ -265,7 +265,8 @@ class Core:
             self._expired(entry, unrun)
             entry = pop()
         if entry is not None:
-            self.running += entry.cost
+            cost = entry.cost
+            self.running += cost
             # Its class is fixed as it starts, before a listener (the OpenTelemetry
             # exporter's) reads it, not when it ends: the class its times are recorded under.
             if entry.priority not in self.tally.classes:
@@ -281,7 +282,7 @@ class Core:
             # Keyed tasks are counted running per key even with no limit set, so that a
             # key limit set later counts the tasks of the key already running.
             counted = not as_work_queue and (limited or entry.key is not None)
-            if counted and limits.started_locked(entry.key, now, queue, entry.cost):
+            if counted and limits.started_locked(entry.key, now, queue, cost):
                 self.todo |= TIMER
             if self.watchers:
                 self.todo |= SHRUNK
@@ -342,13 +343,14 @@ class Core:
         self.todo |= TIMER
 
     def finish(self, outcome: Outcome, entry: Entry, keyed: bool = True) -> None:
-        """A task taken by :meth:`take` ran (or a cancel won its request).
+        """A task taken by :meth:`take` ran (or a cancel won its claim).
 
         ``entry``: the task's, detached: its key (the ``key`` of its view), for the key
         limits, and its priority and start, for the counts and the run time. ``keyed``:
         False for a task taken as ``_work_queue`` takes it, which no key counted.
         """
-        self.running -= entry.cost
+        cost = entry.cost
+        self.running -= cost
         if outcome == "completed" or outcome == "failed":  # it ran: its times are recorded
             try:
                 now = self.clock()
@@ -361,7 +363,7 @@ class Core:
             self.tally.add(outcome, entry.priority)
         key = entry.key if keyed else None
         if key is not None:
-            self.limits.finished_locked(key, self.queue, entry.cost)
+            self.limits.finished_locked(key, self.queue, cost)
         if self.watchers:
             self.todo |= SHRUNK
 

@@ -4,10 +4,15 @@ The policy (order, ageing, deadlines, limits, recording) is ``_grants.Grants`` o
 ``Core``; this module owns the waiting. The rules of its lock, ``_lock``:
 
 - It guards the grants (and through them the core) and ``_keeper``/``_target``; it is held
-  only for bookkeeping: no user code runs under it, and nothing blocks under it.
-- A waiting thread parks on its own lock (``_Waiter.park``, held from its birth), which
-  only a holder of ``_lock`` releases (:meth:`_Waiter.wake`): a grant, an expiry, or a call
-  to keep time. So "released" means "woken, not yet back", and a wake is never lost.
+  only for bookkeeping: no user code runs under it but the clock (as in the pools), nothing
+  blocks under it, and what the clock raised is logged once it is released.
+- A waiting thread parks on its own lock (``_Waiter.park``, made and held under ``_lock``
+  once it has to wait), which only a holder of ``_lock`` releases (:meth:`_Waiter.wake`): a
+  grant, an expiry, or a call to keep time. So "released" means "woken, not yet back", and
+  a wake is never lost.
+- An interrupt (a signal handler's exception) while it waits, in its keeper's turn, or at
+  the start of a release, loses nothing: what a call granted is woken in a ``finally``, and
+  a leave or a release cut short is made again (``surely``), doing nothing twice.
 - One waiting thread at most, the *keeper*, parks with a timeout: until the next deadline
   or rate slot (``core.next_deadline()``, noted in ``_target``). On waking it expires what
   is due and grants what the clock lets in (:meth:`_keep_time_locked`). When it leaves, it
