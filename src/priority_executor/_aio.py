@@ -28,8 +28,8 @@ from ._policy import (
     Priority,
     check_ageing,
     check_async_when_full,
+    check_bound,
     check_clock,
-    check_concurrency,
     check_key,
     check_limit,
     check_seconds,
@@ -96,7 +96,7 @@ class AsyncPriorityScheduler:
         run_timeout: Optional[float] = None,
     ) -> None:
         self._owner = AsyncOwner(
-            concurrency=check_concurrency(concurrency),
+            concurrency=check_bound("concurrency", concurrency),
             clock=time.monotonic if clock is None else check_clock(clock),
             ageing=check_ageing(ageing),
             max_queued=check_limit("max_queued", max_queued),
@@ -214,7 +214,7 @@ class AsyncPriorityScheduler:
 
     @concurrency.setter
     def concurrency(self, value: Union[int, float]) -> None:
-        concurrency = check_concurrency(value)
+        concurrency = check_bound("concurrency", value)
         core = self._owner.core
         self._change("setting concurrency", lambda: setattr(core, "capacity", concurrency))
 

@@ -445,9 +445,8 @@ class AsyncOwner:
         self._on_timer()
 
     def _log_clock_errors(self) -> None:
-        errors = self.core.clock_errors
-        while errors:
-            log_clock_failure(errors.pop(0))
+        for error in self.core.take_clock_errors():
+            log_clock_failure(error)
 
     # -- 6. closing ---------------------------------------------------------------------------
 

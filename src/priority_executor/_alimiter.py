@@ -151,24 +151,17 @@ class AsyncPriorityLimiter(LimiterBase[AsyncAcquisition]):
         """Wake the waiters the last calls granted or expired, and tend the timer if the
         core says the next rate slot moved (a request that leaves brings no wake-up
         forward: the timer may fire for nothing, never late)."""
-        for request in granted:
-            waiter: _Waiter = request.future  # type: ignore[assignment]
-            waiter.state = GRANTED
-            future = waiter.future
-            if future is not None and not future.done():
-                future.set_result(None)
-        for request in expired:
-            waiter = request.future  # type: ignore[assignment]
-            waiter.state = EXPIRED
-            future = waiter.future
-            if future is not None and not future.done():
-                future.set_result(None)
+        for requests, state in ((granted, GRANTED), (expired, EXPIRED)):
+            for request in requests:
+                waiter: _Waiter = request.future  # type: ignore[assignment]
+                waiter.state = state
+                future = waiter.future
+                if future is not None and not future.done():
+                    future.set_result(None)
         if self._grants.core.todo:
             self._tend()
-        errors = self._grants.core.clock_errors
-        if errors:
-            self._grants.core.clock_errors = []
-            log_clock_errors(errors)
+        if self._grants.core.clock_errors:
+            log_clock_errors(self._grants.core.take_clock_errors())
 
     def _tend(self) -> None:
         """Have the timer fire by the next deadline or rate slot, if it would fire later."""

@@ -49,6 +49,9 @@ from ._stats import ExecutorStatistics, QueueFullError
 #: The counts ``statistics()`` reports, by their names there.
 COUNTED = ("submitted", "completed", "failed", "cancelled", "expired", "rejected", "taken")
 
+#: Why a clock reading of NaN, which orders nothing, is refused.
+NAN_READING = "the clock read nan: a deadline or ageing needs a number"
+
 #: Bits of :attr:`Core.todo`: what the owner must do after a call (see the module docstring).
 OPENED = 1
 TIMER = 2
@@ -141,7 +144,7 @@ class Core:
             return strict_rank(entry.priority), False
         now = self.clock()
         if now != now:
-            raise ValueError("the clock read nan: a deadline or ageing needs a number")
+            raise ValueError(NAN_READING)
         entry.queued_at = now
         rank = rank_of(entry.priority, now, self.ageing)
         if timeout is None:
@@ -414,6 +417,12 @@ class Core:
 
     # -- time: deadlines and rate slots --------------------------------------------------------
 
+    def take_clock_errors(self) -> list[Exception]:
+        """What the clock raised since (``clock_errors``), taken out for the owner to log
+        once unserialised, since logging runs handlers."""
+        errors, self.clock_errors = self.clock_errors, []
+        return errors
+
     def read_clock(self) -> Union[float, Exception]:
         """The clock, or the exception it raised, which the caller logs once unserialised.
 
@@ -427,7 +436,7 @@ class Core:
         except Exception as exc:
             return exc
         if now != now:
-            return ValueError("the clock read nan: a deadline or ageing needs a number")
+            return ValueError(NAN_READING)
         return now
 
     def pop_due(self, now: float) -> list[Entry]:

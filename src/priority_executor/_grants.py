@@ -19,8 +19,6 @@ waiters their own way. A waiter is the handle the queue maps to its request: it 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from collections.abc import Hashable, Mapping
 from typing import Any, Optional, Protocol, Union
 
@@ -28,7 +26,7 @@ from ._claim import Outcome
 from ._core import Core
 from ._distribution import Distribution
 from ._limits import Limits
-from ._policy import Number, check_key, check_task_options, describe
+from ._policy import Number, check_bound, check_key, check_task_options, describe
 from ._queue import Entry
 from ._rates import RateLimit
 from ._recording import PriorityClass
@@ -67,17 +65,6 @@ LIMITER_OUTCOMES = ("completed", "failed", "cancelled", "expired")
 def _amount(value: Union[int, float]) -> str:
     """A capacity or limit for a message: its digits, or its size if it has thousands."""
     return str(value) if isinstance(value, float) or value.bit_length() < 1000 else describe(value)
-
-
-def check_capacity(value: object) -> Union[int, float]:
-    """Return a limiter's ``capacity``: a positive int, or ``math.inf`` for no bound."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"capacity must be a positive integer or math.inf, got {describe(value)}")
-    if value == math.inf:
-        return math.inf
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"capacity must be a positive integer or math.inf, got {describe(value)}")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +143,7 @@ class Grants:
             clock=clock,
             ageing=ageing,
             limits=Limits.checked(rate_limit, key_limit, key_rate_limit),
-            capacity=check_capacity(capacity),
+            capacity=check_bound("capacity", capacity),
             weighed=True,
         )
         self.holding = 0  # requests granted and not yet released

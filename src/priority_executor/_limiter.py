@@ -229,21 +229,15 @@ class PriorityLimiter(LimiterBase[Acquisition]):
     def _settle_locked(self, granted: list[Request], expired: list[Request]) -> list[Exception]:
         """Wake the waiters the last calls granted or expired, and tend the keeper; the clock
         errors to log once the lock is free."""
-        for request in granted:
-            waiter: _Waiter = request.future  # type: ignore[assignment]
-            waiter.state = GRANTED
-            waiter.wake()
-        for request in expired:
-            waiter = request.future  # type: ignore[assignment]
-            waiter.state = EXPIRED
-            waiter.wake()
+        for requests, state in ((granted, GRANTED), (expired, EXPIRED)):
+            for request in requests:
+                waiter: _Waiter = request.future  # type: ignore[assignment]
+                waiter.state = state
+                waiter.wake()
         if self._keeper is not None and self._keeper.state != WAITING:
             self._keeper = self._target = None  # it leaves: another takes its role
         self._tend_locked()
-        errors = self._grants.core.clock_errors
-        if errors:
-            self._grants.core.clock_errors = []
-        return errors
+        return self._grants.core.take_clock_errors()
 
     def _tend_locked(self) -> None:
         """Make sure a waiter wakes by the next deadline or rate slot: wake the keeper if it

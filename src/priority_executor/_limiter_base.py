@@ -13,10 +13,11 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, Optional, TypeVar, Union
 
 from ._claim import LOGGER
-from ._grants import Grants, Request, Waiter, check_capacity
+from ._grants import Grants, Request, Waiter
 from ._limits import CountSetting, Limits, RateSetting
-from ._policy import PLAIN_PRIORITIES, Number, Priority, check_ageing, check_clock
+from ._policy import PLAIN_PRIORITIES, Number, Priority, check_ageing, check_bound, check_clock
 from ._rates import RateLimit
+from ._timer import log_clock_failure
 
 #: Told of each released grant, with no lock held: its priority, wait and hold in seconds.
 Observer = Callable[[Number, float, float], None]
@@ -25,7 +26,7 @@ Observer = Callable[[Number, float, float], None]
 def log_clock_errors(errors: Sequence[Exception]) -> None:
     """Log what the limiter's clock raised; called with no lock held (logging runs handlers)."""
     for error in errors:
-        LOGGER.critical("The limiter's clock raised; timeouts wait until it works", exc_info=error)
+        log_clock_failure(error, "limiter")
 
 
 def surely(step: Callable[..., None], *args: object) -> None:
@@ -166,7 +167,7 @@ class LimiterBase(Generic[A]):
 
     @capacity.setter
     def capacity(self, value: Union[int, float]) -> None:
-        capacity = check_capacity(value)
+        capacity = check_bound("capacity", value)
         self._change(lambda: setattr(self._grants.core, "capacity", capacity))
 
     rate_limit = RateSetting(

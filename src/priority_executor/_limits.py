@@ -229,11 +229,8 @@ class Limits:
         state.short = False
         if not self.saturated(state):
             queue.open(key)
-        if not state.running:  # it was kept for its mark only: drop it as finished_locked does
-            if state.window is None or not state.window.times:
-                del self.keys[key]
-            else:
-                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
+        if not state.running:  # it was kept for its mark only
+            self._rest_locked(key, state)
 
     def started_locked(self, key: Hashable, now: float, queue: LimitedQueue, cost: int = 1) -> bool:
         """A task of ``key`` taking ``cost`` units started at ``now``; True if a window filled
@@ -291,10 +288,14 @@ class Limits:
         if was and not self.saturated(state):
             queue.open(key)
         if not state.running:
-            if state.window is None or not state.window.times:
-                del self.keys[key]
-            else:
-                heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
+            self._rest_locked(key, state)
+
+    def _rest_locked(self, key: Hashable, state: KeyState) -> None:
+        """``key`` runs nothing: drop its state, or list it ``quiet`` until its window empties."""
+        if state.window is None or not state.window.times:
+            del self.keys[key]
+        else:
+            heapq.heappush(self.quiet, (state.window.quiet_from(), self._seq(), key))
 
     def _idle(self, state: KeyState, now: float) -> bool:
         window = state.window

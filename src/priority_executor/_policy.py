@@ -260,18 +260,15 @@ def is_due(deadline: Optional[float], now: float) -> bool:
     return deadline is not None and now >= deadline
 
 
-def check_concurrency(value: object) -> Union[int, float]:
-    """Return ``concurrency``: a positive int, or ``math.inf`` for no limit."""
+def check_bound(name: str, value: object) -> Union[int, float]:
+    """Return a bound of units (the asyncio scheduler's ``concurrency``, a limiter's
+    ``capacity``): a positive int, or ``math.inf`` for no bound."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
-        )
+        raise TypeError(f"{name} must be a positive integer or math.inf, got {describe(value)}")
     if value == math.inf:
         return math.inf
     if not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"concurrency must be a positive integer or math.inf, got {describe(value)}"
-        )
+        raise ValueError(f"{name} must be a positive integer or math.inf, got {describe(value)}")
     return int(value)
 
 

@@ -88,7 +88,7 @@ class Entry:
 
     started: float  # the clock when it started (NaN: unknown); set by the take that starts it
     #: The units of capacity it takes while it runs: 1 for every task of a pool; a limiter's
-    #: ``Claim`` holds its own.
+    #: ``Request`` holds its own.
     cost = 1
 
     def __init__(

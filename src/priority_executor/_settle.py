@@ -42,9 +42,7 @@ class Settler:
         sink = self.sink
         while sink.core.clock_errors:  # a hint, rechecked under the lock
             with sink.lock:
-                clock_errors = sink.core.clock_errors
-                errors = clock_errors[:]
-                del clock_errors[:]
+                errors = sink.core.take_clock_errors()
             for error in errors:
                 log_clock_failure(error)
         while sink.core.evicted:

@@ -28,9 +28,10 @@ CLOCK_RETRY = 1.0
 MAX_SLEEP = min(3600.0, threading.TIMEOUT_MAX)
 
 
-def log_clock_failure(exc: Exception) -> None:
-    """Report a clock that raised; called with no lock held, since logging runs handlers."""
-    LOGGER.critical("The pool's clock raised; deadlines wait until it works", exc_info=exc)
+def log_clock_failure(exc: Exception, owner: str = "pool") -> None:
+    """Report a clock that raised (a pool's, or a limiter's); called with no lock held,
+    since logging runs handlers."""
+    LOGGER.critical("The %s's clock raised; deadlines wait until it works", owner, exc_info=exc)
 
 
 class DeadlineTimer:
