@@ -140,6 +140,17 @@ def interrupt() -> None:
     raise KeyboardInterrupt
 
 
+def acquire_interrupted(
+    limiter: PriorityLimiter, handler: Callable[[], None], **options: Any
+) -> None:
+    """Acquire in the main thread, where ``handler`` runs from a signal once it is parked,
+    and raises: the acquire must end in that KeyboardInterrupt, never in its block."""
+    sender = interrupt_main_once_parked()
+    with on_signal(handler), pytest.raises(KeyboardInterrupt), limiter.acquire(**options):
+        pytest.fail("entered the block despite its interrupt")
+    sender.result()
+
+
 # -- interrupts -------------------------------------------------------------------------------
 
 
@@ -156,14 +167,7 @@ def test_an_interrupted_waiter_leaves_the_queue_at_once(
         behind = Holder(limiter, priority=Priority.LOW)
         made.append(behind)
         waiting(limiter, 1)
-        sender = interrupt_main_once_parked()
-        with (
-            on_signal(interrupt),
-            pytest.raises(KeyboardInterrupt),
-            limiter.acquire(priority=Priority.HIGH, timeout=timeout),
-        ):
-            pytest.fail("granted while the units were held")
-        sender.result()
+        acquire_interrupted(limiter, interrupt, priority=Priority.HIGH, timeout=timeout)
         stats = waiting(limiter, 1)  # at once: behind is left, and nothing else changed
         assert (stats.cancelled, stats.in_use, stats.holding) == (1, 1, 1)
         assert stats.outcomes[Priority.HIGH]["cancelled"] == 1
@@ -190,14 +194,7 @@ def test_a_grant_made_as_its_waiter_is_interrupted_passes_to_the_next_waiter(cos
         behind = Holder(limiter, priority=Priority.LOW, cost=2)
         made.append(behind)
         waiting(limiter, 1)
-        sender = interrupt_main_once_parked()
-        with (
-            on_signal(grant_then_interrupt),
-            pytest.raises(KeyboardInterrupt),
-            limiter.acquire(priority=Priority.HIGH, cost=cost),
-        ):
-            pytest.fail("entered the block after its interrupt")
-        sender.result()
+        acquire_interrupted(limiter, grant_then_interrupt, priority=Priority.HIGH, cost=cost)
         behind.wait_entered()  # the units passed on
         stats = limiter.statistics()
         assert (stats.in_use, stats.holding, stats.waiting, stats.cancelled) == (2, 1, 0, 1)
@@ -263,14 +260,7 @@ def test_a_grant_made_as_its_waiter_is_interrupted_passes_its_rate_slot_on(
         behind = Holder(limiter, priority=Priority.LOW)
         made.append(behind)
         waiting(limiter, 1)
-        sender = interrupt_main_once_parked()
-        with (
-            on_signal(open_slot_then_interrupt),
-            pytest.raises(KeyboardInterrupt),
-            limiter.acquire(priority=Priority.HIGH),
-        ):
-            pytest.fail("entered the block after its interrupt")
-        sender.result()
+        acquire_interrupted(limiter, open_slot_then_interrupt, priority=Priority.HIGH)
         stats = limiter.statistics()  # the interrupted thread's leaving granted what it let in
         assert stats.cancelled == 1
         assert stats.holding == 1, "the unused grant's rate slot did not pass on"
